@@ -1,0 +1,12 @@
+"""Imports every plugin module so that its `@register` decorator runs.
+
+The only module that imports "everything"; launch scripts, tests and `config.parse_gin` import it.
+"""
+
+# pylint: disable=unused-import
+from extreme_mem import losses  # noqa: F401
+from extreme_mem.data import digits, npz, tfds_sources  # noqa: F401
+from extreme_mem.experiments import base as experiments_base  # noqa: F401
+from extreme_mem.models import convnet, mlp  # noqa: F401
+from extreme_mem.summaries import writers  # noqa: F401
+from extreme_mem.train import schedules, trainer  # noqa: F401
