@@ -16,7 +16,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(PY) launch/demo.py --workdir=$(WORKDIR)
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) launch/demo.py --workdir=$(WORKDIR)
 
 # Fast suite plus the small set of end-to-end tests marked `ci`.
 test: venv

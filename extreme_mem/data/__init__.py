@@ -1,0 +1,9 @@
+"""Datasets: in-memory splits with per-example provenance (cheap to import: docstring only).
+
+- `base`: the contract (`Split`, `RelabeledSplit`, `Data`, `DatasetInfo`, `DataSource`).
+- `pipeline`: `tf.data` train/eval batches over a `Split`.
+- `array_source`: `ArraySource`, the shared `load(seed)` (preprocess, subsets, label transforms).
+- `preprocessing`, `transforms`: pure numpy pixel scaling and label/subset transforms.
+- sources (registered in `registry.DATASETS`): `digits`, `npz`, `tfds_sources` (`cifar10`,
+  `cifar100`, `svhn_cropped`, `mnist`, `fashion_mnist`).
+"""
