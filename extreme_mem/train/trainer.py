@@ -143,7 +143,7 @@ class Trainer:
         self._observed_steps: dict = {}
         self._pergrad = None
         self._train_step = tf.function(self._train_step_fn, jit_compile=jit_compile)
-        self._eval_step = tf.function(self._eval_step_fn)
+        self._eval_step = tf.function(self._eval_step_fn, reduce_retracing=True)
 
     @property
     def model(self) -> keras.Model:
