@@ -21,6 +21,7 @@ from extreme_mem.metrics import base as metrics_base
 from extreme_mem.metrics import suite as suite_lib
 from extreme_mem.summaries import results as results_lib
 from extreme_mem.summaries import writers as writers_lib
+from extreme_mem.train import distribute
 from extreme_mem.train import trainer as trainer_lib
 
 
@@ -107,6 +108,9 @@ class Experiment:
     def build_loss(self):
         return registry.LOSSES.get(self._loss)
 
+    def build_strategy(self) -> tf.distribute.Strategy:
+        return distribute.make_strategy()
+
     def build_trainer(self, model: keras.Model, loss_fn, info: data_base.DatasetInfo) -> trainer_lib.Trainer:
         return trainer_lib.Trainer(model, loss_fn, info.num_classes)
 
@@ -131,8 +135,9 @@ class Experiment:
         data = self.build_dataset()
         logging.info('Data %s: %d train / %d test examples, %d classes, shape %s.', data.info.name,
                      data.train.num_examples, data.test.num_examples, data.info.num_classes, data.info.input_shape)
-        model = self.build_model(data.info)
-        trainer = self.build_trainer(model, self.build_loss(), data.info)
+        with self.build_strategy().scope():  # variables are created under the run's strategy
+            model = self.build_model(data.info)
+            trainer = self.build_trainer(model, self.build_loss(), data.info)
         suite = self.build_metrics()
         writers = self.build_writers()
         ckpt_dir = pathlib.Path(self.workdir) / 'checkpoints'

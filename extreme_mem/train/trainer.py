@@ -288,8 +288,8 @@ class Trainer:
         )
         if manager.latest_checkpoint:
             checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-            logging.info('Restored %s (step %d).', manager.latest_checkpoint, int(self._optimizer.iterations))
-        step = int(self._optimizer.iterations)
+            logging.info('Restored %s (step %d).', manager.latest_checkpoint, int(self._optimizer.iterations.numpy()))
+        step = int(self._optimizer.iterations.numpy())
         final = {}
         if step == 0 or step >= self.num_steps:
             final = self._evaluate_and_report(step, data, observer)
