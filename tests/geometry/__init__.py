@@ -1,0 +1,1 @@
+"""Tests of extreme_mem.geometry (package marker: keeps test module names unique)."""
