@@ -46,8 +46,12 @@ class RunRecord:
             history.append({'step': int(step), **values})
 
     def finish(self, status: str, final: dict) -> None:
+        """Sets the status and `final`: the last logged value of every tag, then `final` over it."""
+        last = {}
+        for h in self.data['history']:
+            last.update({k: v for k, v in h.items() if k != 'step' and v is not None})
         self.data['status'] = status
-        self.data['final'] = {k: _clean(float(v)) for k, v in final.items()}
+        self.data['final'] = {**last, **{k: _clean(float(v)) for k, v in final.items()}}
         self.save()
 
     def save(self) -> None:

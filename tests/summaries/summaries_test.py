@@ -18,12 +18,16 @@ class ResultsTest(tf.test.TestCase):
         rec.add(0, {'train/accuracy': 0.1})
         rec.add(0, {'test/accuracy': 0.2})
         rec.add(10, {'train/accuracy': 0.5, 'train/loss': float('nan')})
+        rec.add(15, {'train/grad_alignment/hidden': 0.25})
         rec.add(20, {'train/accuracy': 0.9})
         rec.finish('done', {'train/accuracy': 0.9})
         with open(os.path.join(run, 'results.json')) as f:
             data = json.load(f)
         self.assertEqual(set(data), {'experiment', 'config', 'status', 'final', 'history'})
         self.assertEqual(data['status'], 'done')
+        # `final` holds the last logged value of every tag.
+        self.assertEqual(data['final'], {'train/accuracy': 0.9, 'test/accuracy': 0.2,
+                                         'train/grad_alignment/hidden': 0.25})
         self.assertEqual(data['history'][0], {'step': 0, 'train/accuracy': 0.1, 'test/accuracy': 0.2})
         self.assertIsNone(data['history'][1]['train/loss'])  # NaN is written as null
         self.assertEqual(results.series(data, 'train/accuracy'), ([0, 10, 20], [0.1, 0.5, 0.9]))
