@@ -7,6 +7,7 @@ The only module that imports "everything"; launch scripts, tests and `config.par
 from extreme_mem import losses  # noqa: F401
 from extreme_mem.data import digits, npz, tfds_sources  # noqa: F401
 from extreme_mem.experiments import base as experiments_base  # noqa: F401
+from extreme_mem.experiments import mehta2021_extreme_memorization  # noqa: F401
 from extreme_mem.metrics import (  # noqa: F401
     gradient_alignment,
     gradient_confusion,
@@ -17,6 +18,7 @@ from extreme_mem.metrics import (  # noqa: F401
     subset_accuracy,
     weight_norm,
 )
-from extreme_mem.models import convnet, mlp  # noqa: F401
+from extreme_mem.models import applications, convnet, mlp  # noqa: F401
+from extreme_mem.pergrad import engine  # noqa: F401
 from extreme_mem.summaries import writers  # noqa: F401
 from extreme_mem.train import schedules, trainer  # noqa: F401

@@ -123,11 +123,15 @@ def _run_one(spec: RunSpec, workdir, experiment, gin_files, gin_params, seed, ti
     cmd += [f'--gin_param={p}' for p in list(gin_params) + list(spec.bindings)]
     logging.info('start %s', spec.name)
     start = time.time()
-    with open(directory / 'log.txt', 'a') as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    try:
+        with open(directory / 'log.txt', 'a') as log:
+            returncode = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
+                                        check=False).returncode
+    except subprocess.TimeoutExpired:
+        returncode = f'timed out after {timeout} s'  # the run resumes from its checkpoint next time
     record = results_lib.read(directory) or {'status': 'failed', 'final': {}, 'history': []}
-    if proc.returncode != 0:
-        logging.error('%s failed (exit %d); see %s', spec.name, proc.returncode, directory / 'log.txt')
+    if returncode != 0:
+        logging.error('%s failed (%s); see %s', spec.name, returncode, directory / 'log.txt')
         record['status'] = 'failed'
     logging.info('end %s: %s in %.0f s', spec.name, record.get('status'), time.time() - start)
     return record

@@ -27,6 +27,7 @@ from absl import logging
 from extreme_mem.data import base as data_base
 from extreme_mem.data import pipeline
 from extreme_mem.models import base as models_base
+from extreme_mem.pergrad import engine as pergrad_engine
 from extreme_mem.train import outputs as outputs_lib
 from extreme_mem.train import schedules
 
@@ -234,8 +235,6 @@ class Trainer:
 
     def _observed_step(self, batch, needs: frozenset) -> outputs_lib.StepOutputs:
         if 'grad_stats' in needs and self._pergrad is None:
-            from extreme_mem.pergrad import engine as pergrad_engine  # pylint: disable=g-import-not-at-top
-
             with self._strategy.scope():
                 self._pergrad = pergrad_engine.PerExampleGradients(
                     self._model, engines=self._grad_engines, compute_gram=self._wants_gram

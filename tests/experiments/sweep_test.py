@@ -62,6 +62,21 @@ class SweepTest(absltest.TestCase):
         rows = json.load(open(os.path.join(workdir, 'sweep.json')))
         self.assertEqual([r['test/accuracy'] for r in rows], [0.9, 0.2])
 
+    def test_timed_out_run_is_failed_and_sweep_goes_on(self):
+        workdir = self.create_tempdir().full_path
+        slow, fast = sweep.grid({'INIT_SCALE': [0.1, 1.0]})
+
+        def fake_run(cmd, **kwargs):
+            if any('INIT_SCALE = 0.1' in c for c in cmd):
+                raise sweep.subprocess.TimeoutExpired(cmd, kwargs['timeout'])
+            with open(sweep.run_dir(workdir, fast) / 'results.json', 'w') as f:
+                json.dump({'status': 'done', 'final': {}, 'history': []}, f)
+            return mock.Mock(returncode=0)
+
+        with mock.patch.object(sweep.subprocess, 'run', fake_run):
+            out = sweep.run_sweep([slow, fast], workdir, parallel=1, timeout=5)
+        self.assertEqual([r['status'] for _, r in out], ['failed', 'done'])
+
     def test_name_collision(self):
         spec = sweep.make_spec({'A': 1})
         with self.assertRaisesRegex(ValueError, 'collide'):
