@@ -14,7 +14,7 @@ import pathlib
 from absl import app, flags, logging
 
 from extreme_mem.experiments import sweep
-from extreme_mem.summaries import figures
+from extreme_mem.summaries import report
 
 _WORKDIR = flags.DEFINE_string('workdir', 'runs/demo', 'Where the sweep writes its runs.')
 _PARALLEL = flags.DEFINE_integer('parallel', 2, 'Runs at once.')
@@ -30,14 +30,14 @@ def main(argv):
     logging.info('Training %d runs into %s (logs: runs/*/log.txt) ...', len(specs), workdir)
     results = sweep.run_sweep(specs, str(workdir), gin_files=[GIN_FILE], parallel=_PARALLEL.value)
     sweep.aggregate(results, str(workdir), COLUMNS)
-    figures.plot_curves({f'σ = {s.values["INIT_SCALE"]:g}': r for s, r in results}, 'test/accuracy',
-                        workdir / 'figures' / 'test_accuracy.png', title='digits, sin MLP: test accuracy vs σ')
+    report.plot_panel({f'σ = {s.values["INIT_SCALE"]:g}': r for s, r in results}, 'test/accuracy',
+                      workdir / 'figures' / 'test_accuracy.png', title='digits, sin MLP: test accuracy vs σ')
     rows = [{'σ (W1 init scale)': s.values['INIT_SCALE'], 'status': r.get('status'),
              'train acc': r['final'].get('train/accuracy'), 'test acc': r['final'].get('test/accuracy'),
              'Ω_in-class (hidden)': r['final'].get('train/grad_alignment/hidden'),
              'steps': r.get('final_step')} for s, r in results]
     print('\nMehta et al. (2021) Fig. 1a on digits: 2-layer sin MLP, 1,024 units, SGD lr 0.01, batch 256\n')
-    print(sweep.markdown_table(rows))
+    print(report.markdown_table(rows))
     print(f'\nFigure: {workdir / "figures" / "test_accuracy.png"}   Runs: {workdir / "runs"}')
     print('Expected: σ <= 0.1 generalises (test ≈ 0.97); σ >= 1 memorises (train 1.0, test near chance 0.1-0.2).')
     if any(r.get('status') != 'done' for _, r in results):

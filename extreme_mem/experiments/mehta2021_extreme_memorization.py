@@ -37,7 +37,7 @@ from absl import logging
 
 from extreme_mem import config, registry
 from extreme_mem.experiments import base
-from extreme_mem.experiments import report as report_lib
+from extreme_mem.summaries import report as report_lib
 from extreme_mem.experiments import sweep as sweep_lib
 from extreme_mem.summaries import results as results_lib
 

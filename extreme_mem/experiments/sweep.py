@@ -24,6 +24,7 @@ import numpy as np
 from absl import logging
 
 from extreme_mem import config
+from extreme_mem.summaries import report
 from extreme_mem.summaries import results as results_lib
 
 TRAIN_SCRIPT = config.REPO_ROOT / 'launch' / 'train.py'
@@ -169,24 +170,6 @@ def aggregate(results: Sequence, workdir: str, columns: Sequence[str] = DEFAULT_
         rows.append({'run': spec.name, **spec.values, 'status': (record or {}).get('status', 'missing'),
                      'steps': (record or {}).get('final_step'), **{c: final.get(c) for c in columns}})
     config.write_atomic(pathlib.Path(workdir) / 'sweep.json', json.dumps(rows, indent=1))
-    table = markdown_table(rows)
+    table = report.markdown_table(rows)
     config.write_atomic(pathlib.Path(workdir) / 'sweep.md', table + '\n')
     return table
-
-
-def markdown_table(rows: Sequence[dict]) -> str:
-    """A markdown table of dict rows (columns from the first row; floats as 4 significant digits)."""
-    if not rows:
-        return '(no runs)'
-    cols = list(rows[0])
-
-    def fmt(v):
-        if v is None:
-            return '—'
-        if isinstance(v, float):
-            return f'{v:.4g}'
-        return str(v)
-
-    lines = ['| ' + ' | '.join(cols) + ' |', '|' + '---|' * len(cols)]
-    lines += ['| ' + ' | '.join(fmt(r.get(c)) for c in cols) + ' |' for r in rows]
-    return '\n'.join(lines)

@@ -166,7 +166,6 @@ def manifold_stages(
       `StageResult` with per-manifold alpha, R, D_M and the anchors.
     """
     p, dp1, m = s.shape
-    n_t = t.shape[2]
     dims = np.asarray(dims)
     if num_points is None:
         num_points = np.full(p, m)

@@ -9,7 +9,6 @@ from typing import Optional, Sequence, Union
 
 import gin
 import keras
-import numpy as np
 
 from extreme_mem import registry
 from extreme_mem.models import initializers

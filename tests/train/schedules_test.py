@@ -1,6 +1,5 @@
 """Tests for extreme_mem/train/schedules.py: the stagewise values the papers use."""
 
-import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 

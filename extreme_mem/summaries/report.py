@@ -1,5 +1,7 @@
 """Reports of a sweep from its `results.json` records only: tables, rank correlations, figures.
 
+Readers for experiments and colabs (headless matplotlib).
+
 Generic (no paper knowledge): a paper experiment picks the panels (tags to plot), the summary
 quantities and the text. Every function tolerates missing runs, statuses and tags: a panel no run
 logged is skipped with a note instead of failing, so a report can be built from a partial or

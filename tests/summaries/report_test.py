@@ -5,7 +5,7 @@ import os
 
 from absl.testing import absltest
 
-from extreme_mem.experiments import report
+from extreme_mem.summaries import report
 
 RECORD = {
     'status': 'done',
