@@ -123,6 +123,17 @@ def _pyplot():
     return plt
 
 
+def _save(fig, ax, path: os.PathLike, legend: bool) -> None:
+    """Grid, optional legend, tight layout; writes the PNG (creating its directory) and closes."""
+    ax.grid(alpha=0.3)
+    if legend:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.fspath(path)) or '.', exist_ok=True)
+    fig.savefig(path, dpi=100)
+    _pyplot().close(fig)
+
+
 def plot_panel(
     records: Mapping[str, Optional[dict]],
     tags: Tags,
@@ -166,12 +177,7 @@ def plot_panel(
     if logy:
         ax.set_yscale('log')
     ax.set_title(title or name, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.fspath(path)) or '.', exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, ax, path, legend=True)
     return drawn
 
 
@@ -204,13 +210,7 @@ def plot_scatter(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    if any(g for g in finite):
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.fspath(path)) or '.', exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, ax, path, legend=any(g for g in finite))
     return count
 
 
