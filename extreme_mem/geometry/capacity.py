@@ -28,6 +28,8 @@ from typing import Sequence
 import numpy as np
 import scipy.optimize
 
+from extreme_mem.geometry import mftma
+
 # HiGHS variants tried in turn when one reports neither feasibility nor infeasibility.
 _LP_METHODS = ('highs', 'highs-ds', 'highs-ipm')
 # Separable iff the optimal bounded margin exceeds this fraction of max |x|.
@@ -98,29 +100,6 @@ def is_linearly_separable(x: np.ndarray, y: np.ndarray, bias: bool = True) -> bo
     raise RuntimeError('linprog failed on the separability LP: ' + '; '.join(messages))
 
 
-def _as_list(points) -> list[np.ndarray]:
-    if isinstance(points, np.ndarray):
-        if points.ndim != 3:
-            raise ValueError(
-                f'points must be an array [P, M, N] or a list of P arrays [M_p, N]; got ndim='
-                f'{points.ndim}'
-            )
-        manifolds = [np.asarray(x, dtype=np.float64) for x in points]
-    else:
-        manifolds = [np.asarray(x, dtype=np.float64) for x in points]
-    if len(manifolds) < 2:
-        raise ValueError(f'need at least 2 manifolds for dichotomies; got P={len(manifolds)}')
-    n = manifolds[0].shape[-1]
-    for i, x in enumerate(manifolds):
-        if x.ndim != 2 or x.shape[1] != n or x.shape[0] < 1:
-            raise ValueError(
-                f'manifold {i} must be a non-empty array [M_p, N={n}]; got shape {x.shape}'
-            )
-        if not np.all(np.isfinite(x)):
-            raise ValueError(f'points must be finite; manifold {i} contains NaN or Inf')
-    return manifolds
-
-
 def empirical_capacity(
     points: np.ndarray | Sequence[np.ndarray],
     n_rep: int = 100,
@@ -139,7 +118,7 @@ def empirical_capacity(
     Returns:
       `EmpiricalCapacity`.
     """
-    manifolds = _as_list(points)
+    manifolds = mftma.as_point_clouds(points, min_manifolds=2, min_points=1, purpose=' for dichotomies')
     p = len(manifolds)
     n_feat = manifolds[0].shape[1]
     x_all = np.concatenate(manifolds, axis=0)

@@ -245,8 +245,25 @@ def manifold_stage(s: np.ndarray, t: np.ndarray, kappa: float = 0.0) -> tuple[fl
     return float(res.capacities[0]), float(res.radii[0]), float(res.dimensions[0])
 
 
-def _as_manifolds(points) -> list[np.ndarray]:
-    """Validate the input and return P float64 arrays (M_p, N)."""
+def as_point_clouds(
+    points, min_manifolds: int, min_points: int, purpose: str = '', hint: str = ''
+) -> list[np.ndarray]:
+    """Validates P point clouds and returns them as float64 arrays [M_p, N].
+
+    Shared by `manifold_analysis` and `capacity.empirical_capacity`, which differ only in the
+    limits.
+
+    Args:
+      points: an array [P, M, N] or a list of P arrays [M_p, N].
+      min_manifolds: smallest valid P.
+      min_points: smallest valid M_p.
+      purpose: appended to "need at least P manifolds" in the error (e.g. ' for dichotomies').
+      hint: appended to that error (why the limit exists).
+
+    Raises:
+      ValueError: wrong ndim, too few manifolds or points, mixed N, NaN/Inf; the message names
+        the offending manifold and value.
+    """
     if isinstance(points, np.ndarray):
         if points.ndim != 3:
             raise ValueError(
@@ -263,11 +280,8 @@ def _as_manifolds(points) -> list[np.ndarray]:
                     f'(shape {x.shape})'
                 )
     p = len(manifolds)
-    if p < 3:
-        raise ValueError(
-            f'need at least 3 manifolds; got P={p} (with P=2 the two centred centres are '
-            'collinear and removing K >= 1 centre direction erases both)'
-        )
+    if p < min_manifolds:
+        raise ValueError(f'need at least {min_manifolds} manifolds{purpose}; got P={p}{hint}')
     n = manifolds[0].shape[1]
     for i, x in enumerate(manifolds):
         if x.shape[1] != n:
@@ -275,16 +289,30 @@ def _as_manifolds(points) -> list[np.ndarray]:
                 f'all manifolds must have the same feature dimension N={n}; manifold {i} has '
                 f'N={x.shape[1]}'
             )
-        if x.shape[0] < 2:
+        if x.shape[0] < min_points:
             raise ValueError(
-                f'manifold {i} has {x.shape[0]} point(s); every manifold needs at least 2 points'
+                f'manifold {i} has {x.shape[0]} point(s); every manifold needs at least '
+                f'{min_points} point(s)'
             )
         if not np.all(np.isfinite(x)):
             bad = np.argwhere(~np.isfinite(x))[0]
             raise ValueError(
-                f'points must be finite; manifold {i} has {x[tuple(bad)]} at point {bad[0]}, '
-                f'feature {bad[1]}'
+                f'points must be finite; manifold {i} contains NaN or Inf: manifold {i} has '
+                f'{x[tuple(bad)]} at point {bad[0]}, feature {bad[1]}'
             )
+    return manifolds
+
+
+def _as_manifolds(points) -> list[np.ndarray]:
+    """Validates the input of `manifold_analysis`: P >= 3, M_p >= 2, N >= P - 1."""
+    manifolds = as_point_clouds(
+        points,
+        min_manifolds=3,
+        min_points=2,
+        hint=' (with P=2 the two centred centres are collinear and removing K >= 1 centre '
+        'direction erases both)',
+    )
+    p, n = len(manifolds), manifolds[0].shape[1]
     if n < p - 1:
         raise ValueError(
             f'feature dimension N={n} is smaller than P-1={p - 1}; the centre-correlation step '
