@@ -47,7 +47,7 @@ class Registry:
             hint = f' Did you mean {close[0]!r}?' if close else ''
             raise LookupError(
                 f'Unknown {self._kind} {name!r}; known: {self.names()}.{hint} '
-                'Is its module listed in extreme_mem/registry_imports.py?'
+                'Is its module inside a package that extreme_mem/registry_imports.py walks?'
             )
         return self._entries[name]
 

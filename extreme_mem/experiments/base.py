@@ -17,43 +17,12 @@ from absl import logging
 
 from extreme_mem import config, registry
 from extreme_mem.data import base as data_base
-from extreme_mem.metrics import base as metrics_base
+from extreme_mem.experiments import observer as observer_lib
 from extreme_mem.metrics import suite as suite_lib
 from extreme_mem.summaries import results as results_lib
 from extreme_mem.summaries import writers as writers_lib
 from extreme_mem.train import distribute
 from extreme_mem.train import trainer as trainer_lib
-
-
-class _RunObserver(trainer_lib.Observer):
-    """Connects trainer events to the metric suite, the writers and results.json."""
-
-    def __init__(self, suite, writers, record, model, data):
-        self._suite, self._writers, self._record = suite, writers, record
-        self._model, self._data = model, data
-
-    def needs(self, step):
-        return self._suite.needs(step)
-
-    def wants_gram(self):
-        return self._suite.wants_gram()
-
-    def on_step(self, step, outputs):
-        self._suite.update(step, outputs)
-        values = self._suite.result(step)
-        self._suite.reset()
-        if values:
-            self._writers.write(values, step)
-            self._record.add(step, values)
-
-    def on_eval(self, step, results, evals):
-        context = metrics_base.EvalContext(step=step, model=self._model, data=self._data, evals=evals)
-        values = {**results, **self._suite.evaluate(context)}
-        results.update(values)  # the trainer's `final` includes evaluation-time metrics
-        self._writers.write(values, step)
-        self._writers.flush()
-        self._record.add(step, values)
-        self._record.save()
 
 
 @registry.EXPERIMENTS.register('single_run')
@@ -145,7 +114,7 @@ class Experiment:
         if latest:
             record.resume(int(latest.rsplit('-', 1)[-1]))
         record.save()
-        observer = _RunObserver(suite, writers, record, model, data)
+        observer = observer_lib.RunObserver(suite, writers, record, model, data)
         try:
             fit = trainer.fit(data, self.workdir, self.seed, observer)
         except BaseException:
