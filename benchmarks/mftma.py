@@ -6,10 +6,24 @@ n_t = 200, kappa = 0; the scale of Stephenson et al. 2021), side by side:
   * baseline A: one scipy SLSQP QP per sample (`anchor_qp.project_qp_scipy`) on the same S
     matrices and t vectors, measured on a subset of manifolds and extrapolated (labelled);
   * baseline B: one `scipy.optimize.nnls` call per sample, measured on all manifolds;
-  * the reference implementation's recorded CPU time from RESULTS.md (cvxopt + pymanopt).
-All timings are process CPU seconds with single-threaded BLAS, like the reference's.
+  * the reference implementation's recorded CPU time (the fixture's `<stem>.ref.json`, mean over
+    its seeds; docs/mftma_algorithm.md §8), cvxopt QPs + pymanopt CG.
+All timings are process CPU seconds with single-threaded BLAS, like the reference's. The
+fixtures live outside the repository, in ../shared/fixtures/mftma/ (override with --fixtures).
 
-Usage: python benchmarks/mftma.py [--seeds 5] [--baseline-manifolds 10]
+Usage: python benchmarks/mftma.py [--seeds=5] [--baseline-manifolds=10]
+           [--fixture=e_paper_P100_M50_N512] [--json=PATH]
+
+--json=PATH also writes the rows as a JSON list of
+`{"model", "variant", "seconds_per_step", "ratio", "note"}`. `model` is the fixture stem. A
+"step" here is one complete manifold analysis of that fixture (`manifold_analysis`, n_t = 200),
+or the named stage of one: `seconds_per_step` is process CPU seconds per analysis. Variants:
+`ours` (median over --seeds; the baseline row), `ours: centre step` (§2), `ours: frames` (§3
+and the t draws), `ours: anchor stage` (§4), `SLSQP per QP` (anchor stage only; extrapolated
+from --baseline-manifolds manifolds), `nnls per QP` (anchor stage only), `reference`,
+`reference: centre step`, `reference: manifold loop` (recorded). `ratio` is the row's seconds
+divided by the `ours` row's, so stage rows compare stage to whole analysis; divide two rows for
+a stage-to-stage comparison (e.g. `SLSQP per QP` / `ours: anchor stage`).
 """
 
 import os
@@ -29,25 +43,23 @@ import scipy.optimize
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from extreme_mem import config  # noqa: E402
 from extreme_mem.geometry import anchor_qp, center_correlation, mftma  # noqa: E402
 
 FIXTURES = REPO.parent / 'shared' / 'fixtures' / 'mftma'
-STEM = 'e_paper_P100_M50_N512'
-TARGET_SPEEDUP = 30.0
+PAPER_STEM = 'e_paper_P100_M50_N512'
+TARGET_SPEEDUP = 30.0  # at paper scale only
 
 
-def reference_cpu_seconds() -> tuple[float, float, float]:
-    """(total, centre step, manifold loop) CPU s of the reference at paper scale.
+def reference_cpu_seconds(reference: dict) -> tuple[float, float, float]:
+    """(total, centre step, manifold loop) mean CPU s of the reference's n_t = 200 runs.
 
-    The total is read from the RESULTS.md table row 'e paper scale' (last column); the split
-    from the ref.json summary (cpu_fun_FA_s, cpu_manifold_loop_s).
+    Args:
+      reference: the parsed `<stem>.ref.json` (keys cpu_s, cpu_fun_FA_s, cpu_manifold_loop_s of
+        `by_n_t["200"]["summary_over_seeds"]`).
     """
-    text = (FIXTURES / 'RESULTS.md').read_text()
-    row = next(line for line in text.splitlines() if line.startswith('| e paper scale'))
-    total = float(row.strip().strip('|').split('|')[-1])
-    with open(FIXTURES / 'data' / f'{STEM}.ref.json') as f:
-        summary = json.load(f)['by_n_t']['200']['summary_over_seeds']
-    return total, summary['cpu_fun_FA_s']['mean'], summary['cpu_manifold_loop_s']['mean']
+    summary = reference['by_n_t']['200']['summary_over_seeds']
+    return tuple(summary[k]['mean'] for k in ('cpu_s', 'cpu_fun_FA_s', 'cpu_manifold_loop_s'))
 
 
 def run_ours(x: np.ndarray, seed: int) -> dict:
@@ -106,6 +118,14 @@ def baseline_nnls(s, t, solved) -> tuple[float, int, np.ndarray]:
     return time.process_time() - t0, n_qp, coef
 
 
+def json_rows(stem: str, timings: list, ours: float) -> list:
+    """Row objects of --json: one per (variant, CPU s per analysis, note); ratio to `ours`."""
+    return [
+        {'model': stem, 'variant': v, 'seconds_per_step': sec, 'ratio': sec / ours, 'note': note}
+        for v, sec, note in timings
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--seeds', type=int, default=5, help='pipeline runs (seeds 0..n-1)')
@@ -115,14 +135,26 @@ def main() -> None:
         default=10,
         help='manifolds measured for the SLSQP baseline (extrapolated to all P)',
     )
+    parser.add_argument('--fixture', default=PAPER_STEM, help='fixture stem under <fixtures>/data/')
+    parser.add_argument('--fixtures', type=Path, default=FIXTURES, help='the MFTMA fixture directory')
+    parser.add_argument('--json', type=Path, default=None, help='also write the rows to this JSON file')
     args = parser.parse_args()
-    if not FIXTURES.is_dir():
-        sys.exit(f'fixtures not found at {FIXTURES}')
-    x = np.load(FIXTURES / 'data' / f'{STEM}.npz')['X']
+    if args.seeds < 1 or args.baseline_manifolds < 1:
+        parser.error(
+            f'--seeds and --baseline-manifolds must be >= 1; got {args.seeds}, {args.baseline_manifolds}'
+        )
+    if not args.fixtures.is_dir():
+        sys.exit(f'fixtures not found at {args.fixtures}')
+    stems = sorted(f.name[: -len('.npz')] for f in (args.fixtures / 'data').glob('*.npz'))
+    if args.fixture not in stems:
+        parser.error(f'--fixture={args.fixture!r} not found; choose from {stems}')
+    stem = args.fixture
+    x = np.load(args.fixtures / 'data' / f'{stem}.npz')['X']
     p, m, n = x.shape
-    ref_total, ref_centre, ref_loop = reference_cpu_seconds()
-    with open(FIXTURES / 'data' / f'{STEM}.ref.json') as f:
-        ref_runs = {r['seed']: r for r in json.load(f)['by_n_t']['200']['runs']}
+    with open(args.fixtures / 'data' / f'{stem}.ref.json') as f:
+        reference = json.load(f)
+    ref_total, ref_centre, ref_loop = reference_cpu_seconds(reference)
+    ref_runs = {r['seed']: r for r in reference['by_n_t']['200']['runs']}
 
     mftma.manifold_analysis(x[:10, :, :20], seed=0, n_t=10)  # warm-up (imports, caches)
     runs = [run_ours(x, seed) for seed in range(args.seeds)]
@@ -134,10 +166,11 @@ def main() -> None:
 
     sub = list(range(min(args.baseline_manifolds, p)))
     slsqp_s, slsqp_n, slsqp_res = baseline_slsqp(first['s'], first['t'], solved, sub)
-    slsqp_all = slsqp_s * n_qp_all / slsqp_n
+    slsqp_all = slsqp_s * n_qp_all / max(slsqp_n, 1)
     dv = max(
-        np.abs(v - (first['t'][i][:, j] - first['s'][i] @ stage.coef[i, j])).max()
-        for i, j, v in slsqp_res
+        (np.abs(v - (first['t'][i][:, j] - first['s'][i] @ stage.coef[i, j])).max()
+         for i, j, v in slsqp_res),
+        default=0.0,
     )
     nnls_s, nnls_n, nnls_coef = baseline_nnls(first['s'], first['t'], solved)
     dcoef = np.abs(
@@ -175,14 +208,15 @@ def main() -> None:
             f'{nnls_s:8.3f}',
             f'{nnls_s / stage_med:.1f}x our stage',
         ),
-        ('reference, recorded (RESULTS.md; cvxopt QPs + pymanopt CG)', f'{ref_total:8.1f}',
+        ('reference, recorded (ref.json cpu_s; cvxopt QPs + pymanopt CG)', f'{ref_total:8.1f}',
          f'{ref_total / med:.1f}x'),
         ('  centre step (ref.json cpu_fun_FA_s)', f'{ref_centre:8.2f}',
          f'{ref_centre / centre_med:.1f}x our centre step'),
         ('  manifold loop (ref.json cpu_manifold_loop_s)', f'{ref_loop:8.2f}',
          f'{ref_loop / stage_med:.1f}x our stage'),
     ]
-    print(f'MFTMA benchmark: {STEM} (P={p}, M={m}, N={n}, n_t=200, kappa=0)')
+    n_t = first['t'].shape[2]
+    print(f'MFTMA benchmark: {stem} (P={p}, M={m}, N={n}, n_t={n_t}, kappa=0)')
     print(f'process CPU seconds, single-threaded BLAS (OPENBLAS_NUM_THREADS={threads})')
     print()
     width = max(len(r[0]) for r in rows) + 2
@@ -192,11 +226,11 @@ def main() -> None:
     print()
     speedup = ref_total / med
     worst = ref_total / totals.max()
-    verdict = 'MET' if speedup >= TARGET_SPEEDUP else 'NOT MET'
-    print(
-        f'speed-up vs reference: {speedup:.1f}x median, {worst:.1f}x slowest seed '
-        f'(target >= {TARGET_SPEEDUP:.0f}x: {verdict})'
-    )
+    verdict = ''
+    if stem == PAPER_STEM:
+        met = 'MET' if speedup >= TARGET_SPEEDUP else 'NOT MET'
+        verdict = f' (target >= {TARGET_SPEEDUP:.0f}x: {met})'
+    print(f'speed-up vs reference: {speedup:.1f}x median, {worst:.1f}x slowest seed{verdict}')
     print(
         f'agreement: max |v_ours - v_SLSQP| = {dv:.1e}; max |S a_ours - S a_nnls| = {dcoef:.1e}; '
         f'fast-solver KKT max = {stage.kkt.max():.1e}, fallbacks = {stage.num_fallback}'
@@ -208,6 +242,22 @@ def main() -> None:
             f'{ref0["alpha_M"]:.4f}, R_M {geo0.radius:.4f} / {ref0["R_M"]:.4f}, '
             f'D_M {geo0.dimension:.3f} / {ref0["D_M"]:.3f}, K {geo0.num_removed} / {ref0["K"]}'
         )
+    if args.json is not None:
+        num_ref = reference['by_n_t']['200']['summary_over_seeds']['cpu_s'].get('n', '?')
+        timings = [
+            ('ours', med, f'median of {args.seeds} seeds'),
+            ('ours: centre step', centre_med, 'section 2, median over seeds'),
+            ('ours: frames', frames_med, 'section 3 and the t draws, median over seeds'),
+            ('ours: anchor stage', stage_med, f'section 4, {n_qp_all} QPs, median over seeds'),
+            ('SLSQP per QP', slsqp_all,
+             f'anchor stage only; extrapolated from {slsqp_n} QPs on {len(sub)}/{p} manifolds'),
+            ('nnls per QP', nnls_s, f'anchor stage only; all {nnls_n} QPs'),
+            ('reference', ref_total, f'recorded, mean of {num_ref} seeds'),
+            ('reference: centre step', ref_centre, 'recorded cpu_fun_FA_s'),
+            ('reference: manifold loop', ref_loop, 'recorded cpu_manifold_loop_s'),
+        ]
+        config.write_atomic(args.json, json.dumps(json_rows(stem, timings, med), indent=1) + '\n')
+        print(f'wrote {args.json}')
 
 
 if __name__ == '__main__':

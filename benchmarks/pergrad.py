@@ -1,6 +1,6 @@
 """Seconds per step of the per-example gradient engines vs a plain training step (DESIGN.md section 5).
 
-    python benchmarks/pergrad.py [--models=mlp,convnet] [--batch=256] [--slow_engines=...]
+    python benchmarks/pergrad.py [--models=mlp,convnet] [--batch=256] [--slow_engines=...] [--json=PATH]
 
 Every row is a compiled step (`tf.function`) that also applies SGD. `plain` is forward, per-example
 cross-entropy, mean, `tape.gradient`, SGD apply. The other rows run `PerExampleGradients` with one
@@ -16,8 +16,15 @@ added. `jacobian` (pfor over the whole batch's backward pass, cost ∝ b²) is t
 b=256 / b=128 ratio was 4.0); --jacobian_batch=0 measures it at the full batch (~2 extra minutes).
 
 Targets: factored ≤ 1.5× plain (MLP), ≤ 2.5× (ConvNet), ≥ 300× faster than loop.
+
+--json=PATH also writes the rows as a JSON list of
+`{"model", "variant", "seconds_per_step", "ratio", "note"}`: `variant` is the engine name of the
+printed row (`plain`, `factored, no Gram`, `factored`, `vectorized_map`, `jacobian`, `loop`),
+`seconds_per_step` the seconds of one compiled step at --batch (extrapolated where `note` says
+so), `ratio` that time divided by the same model's `plain` row.
 """
 
+import json
 import os
 import sys
 import time
@@ -30,7 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags, logging  # noqa: E402
 
-from extreme_mem import losses  # noqa: E402
+from extreme_mem import config, losses  # noqa: E402
 from extreme_mem.models import convnet, mlp  # noqa: E402
 from extreme_mem.pergrad import engine, stats  # noqa: E402
 
@@ -44,8 +51,10 @@ _JACOBIAN_BATCH = flags.DEFINE_integer(
     'jacobian_batch', 128, 'Batch for jacobian, extrapolated as b² (0: --batch, no extrapolation).'
 )
 _SLOW = flags.DEFINE_list('slow_engines', ['vectorized_map', 'jacobian', 'loop'], 'Slow engines to time.')
+_JSON = flags.DEFINE_string('json', None, 'Also write the rows to this JSON file (a list of row objects).')
 
 NUM_CLASSES = 10
+SLOW_ENGINES = ('vectorized_map', 'jacobian', 'loop')
 BUILDERS = {
     'mlp': (lambda: mlp.mlp((3072,), NUM_CLASSES, width=1024, seed=0), (3072,)),
     'convnet': (lambda: convnet.convnet((32, 32, 3), NUM_CLASSES, seed=0), (32, 32, 3)),
@@ -84,7 +93,7 @@ def _call(step, x, y) -> float:
 
 
 def _bench_model(name: str) -> list:
-    """Rows (model, label, seconds per step) for one model."""
+    """Rows (model, variant, seconds per step, note) for one model; note says how it was measured."""
     build, shape = BUILDERS[name]
     batch, loop_batch = _BATCH.value, _LOOP_BATCH.value
     rng = np.random.RandomState(0)
@@ -105,27 +114,27 @@ def _bench_model(name: str) -> list:
     for _ in range(_REPEATS.value):
         for label, step in fast.items():
             times[label].append(_call(step, x, y))
-    rows = [(name, label, min(t)) for label, t in times.items()]
+    rows = [(name, label, min(t), '') for label, t in times.items()]
 
     # Slow rows: one warm-up call (trace), then the minimum over --slow_repeats timed calls.
-    def slow_row(label, engine_name, b, scale):
+    def slow_row(engine_name, b, scale, note=''):
         step = _diagnostic_step(model, keras.optimizers.SGD(1e-3), engine_name, True)
         _call(step, x[:b], y[:b])
-        rows.append((name, label, min(_call(step, x[:b], y[:b]) for _ in range(_SLOW_REPEATS.value)) * scale))
+        seconds = min(_call(step, x[:b], y[:b]) for _ in range(_SLOW_REPEATS.value)) * scale
+        rows.append((name, engine_name, seconds, note))
 
     if 'vectorized_map' in _SLOW.value:
-        slow_row('vectorized_map', 'vectorized_map', batch, 1.0)
+        slow_row('vectorized_map', batch, 1.0)
     if 'jacobian' in _SLOW.value:
         # Each pfor iteration back-propagates through the whole batch, so the cost grows as b².
         b = min(_JACOBIAN_BATCH.value or batch, batch)
-        label = 'jacobian' if b == batch else f'jacobian (b={b}, ×{(batch / b) ** 2:g} as b²)'
-        slow_row(label, 'jacobian', b, (batch / b) ** 2)
+        slow_row('jacobian', b, (batch / b) ** 2, '' if b == batch else f'b={b}, ×{(batch / b) ** 2:g} as b²')
     if 'loop' in _SLOW.value:
         # Per-example gradients cost the same per example at any batch size: time them on a small
         # batch and scale linearly. The statistics of the materialised gradients (the Gram matrix
         # is quadratic in the batch) are timed at the full batch and added.
-        slow_row('loop', 'loop', loop_batch, batch / loop_batch)
-        _, _, per_example = rows.pop()
+        slow_row('loop', loop_batch, batch / loop_batch)
+        per_example = rows.pop()[2]
         spec = stats.ClassSpec.make(NUM_CLASSES)
         vectors = [tf.random.normal([batch, v.shape.num_elements()]) for v in model.trainable_variables]
         reduce_stats = tf.function(
@@ -134,31 +143,48 @@ def _bench_model(name: str) -> list:
         _call(reduce_stats, vectors, y)
         reductions = min(_call(reduce_stats, vectors, y) for _ in range(_SLOW_REPEATS.value))
         del vectors
-        label = f'loop (b={loop_batch} ×{batch // loop_batch}, + stats at b={batch})'
-        rows.append((name, label, per_example + reductions))
-    for row in rows:
-        logging.info('%s %s: %.4f s/step', *row)
+        note = f'b={loop_batch} ×{batch // loop_batch}, + stats at b={batch}'
+        rows.append((name, 'loop', per_example + reductions, note))
+    for model_name, variant, seconds, note in rows:
+        logging.info('%s %s %s: %.4f s/step', model_name, variant, note, seconds)
     return rows
+
+
+def _json_rows(rows: list) -> list:
+    """Row objects of the --json file; `ratio` is relative to the same model's `plain` row."""
+    plain = {m: s for m, variant, s, _ in rows if variant == 'plain'}
+    return [
+        {'model': m, 'variant': v, 'seconds_per_step': s, 'ratio': s / plain[m], 'note': note}
+        for m, v, s, note in rows
+    ]
 
 
 def main(argv):
     del argv  # Unused.
+    for flag, values, known in (('models', _MODELS.value, BUILDERS), ('slow_engines', _SLOW.value, SLOW_ENGINES)):
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise app.UsageError(f'--{flag}: unknown {unknown}; choose from {sorted(known)}.')
     tf.config.threading.set_intra_op_parallelism_threads(0)
     rows = []
     for name in _MODELS.value:
         rows.extend(_bench_model(name))
-    plain = {m: s for m, label, s in rows if label == 'plain'}
-    loop = {m: s for m, label, s in rows if label.startswith('loop')}
+    plain = {m: s for m, variant, s, _ in rows if variant == 'plain'}
+    loop = {m: s for m, variant, s, _ in rows if variant == 'loop'}
     loop = {m: loop.get(m, float('nan')) for m in plain}
     lines = [
         f'batch {_BATCH.value}, {os.cpu_count()} CPU cores, TF {tf.__version__}',
         f'{"model":<8} {"step":<38} {"s/step":>9} {"× plain":>9} {"loop ÷ this":>12}',
     ]
-    for model, label, seconds in rows:
+    for model, variant, seconds, note in rows:
+        label = f'{variant} ({note})' if note else variant
         lines.append(
             f'{model:<8} {label:<38} {seconds:>9.4f} {seconds / plain[model]:>9.2f} {loop[model] / seconds:>12.1f}'
         )
     print('\n'.join(lines))
+    if _JSON.value:
+        config.write_atomic(_JSON.value, json.dumps(_json_rows(rows), indent=1) + '\n')
+        logging.info('Wrote %s', _JSON.value)
 
 
 if __name__ == '__main__':
