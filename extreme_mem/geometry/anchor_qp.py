@@ -1,7 +1,8 @@
 """Anchor-point solvers: the batched exact cone projection and its slow scipy twin.
 
-Owns the quadratic programs of the per-manifold MFTMA stage (ALGORITHM.md §4.3): for each manifold
-point matrix S ((D+1) x m, columns s_j = (u_j, 1)) and Gaussian vector t, the reference solves
+Owns the quadratic programs of the per-manifold MFTMA stage (docs/mftma_algorithm.md §4.3): for
+each manifold point matrix S ((D+1) x m, columns s_j = (u_j, 1)) and Gaussian vector t, the
+reference solves
 
     minimise 1/2 |v|^2 - t.v  over v   subject to  s_j.v <= -kappa  (j = 1..m)
 
@@ -10,7 +11,7 @@ with cvxopt (one interior-point call per sample). Its dual is the non-negative l
     a* = argmin_{a >= 0} |t' - S a|^2,   t' = t + kappa e_last,   v = t - S a*,
 
 because the last row of S is all ones, so S^T e_last = 1 and S^T t' = S^T t + kappa 1 (for
-kappa = 0 this is the Moreau decomposition of ALGORITHM.md §7). The anchor point is
+kappa = 0 this is the Moreau decomposition of docs/mftma_algorithm.md §7). The anchor point is
 s = S a* / sum(a*).
 
 `nnls_batched` solves all problems of a layer together (every manifold, every t vector) with a
@@ -23,7 +24,8 @@ the block as soon as they are optimal. Passive least-squares solutions are itera
 when their residual is not at rounding level, and every result is checked against the KKT
 conditions (`kkt_residual`, scaled as a backward error); any problem that fails (none of the
 ~25,000 fixture problems) is re-solved by `scipy.optimize.nnls`. At paper scale the ~17,300
-problems of a layer take ~0.1 s, against ~16 s for the reference's cvxopt calls (RESULTS.md).
+problems of a layer take ~0.1 s, against ~16 s for the reference's cvxopt calls
+(docs/mftma_algorithm.md §8).
 
 `project_qp_scipy` is the slow, obviously-correct twin: the primal QP of one sample, solved by
 scipy's SLSQP with analytic derivatives (~0.3 ms per QP; the tests compare the two to 1e-8).
@@ -380,10 +382,11 @@ def project_qp_scipy(
 ) -> tuple[np.ndarray, float]:
     """Slow twin: the primal anchor QP of one sample with scipy's SLSQP.
 
-    Solves min_v 1/2 |v|^2 - t.v subject to s_j.v <= -kappa (ALGORITHM.md §4.3) directly, with
-    analytic derivatives and ftol 1e-15, from the feasible start v = (0, ..., 0, -kappa - 1)
-    (every s_j ends in 1, so s_j.v = -kappa - 1). The sum of the dual weights is read off the
-    centre row, sum_j a_j = t_last - v_last, because t - v = S a and the last row of S is ones.
+    Solves min_v 1/2 |v|^2 - t.v subject to s_j.v <= -kappa (docs/mftma_algorithm.md §4.3)
+    directly, with analytic derivatives and ftol 1e-15, from the feasible start
+    v = (0, ..., 0, -kappa - 1) (every s_j ends in 1, so s_j.v = -kappa - 1). The sum of the dual
+    weights is read off the centre row, sum_j a_j = t_last - v_last, because t - v = S a and the
+    last row of S is ones.
 
     Args:
       points: (d, m) S with last row all ones.

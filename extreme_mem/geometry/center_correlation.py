@@ -1,7 +1,7 @@
 """Centre-correlation analysis and low-rank removal of the MFTMA pipeline.
 
 Owns sections 1.3-1.5 and 2 of the reference description
-(`/work/shared/fixtures/mftma/ALGORITHM.md`, describing `fun_FA` of
+(`docs/mftma_algorithm.md`, describing `fun_FA` of
 schung039/neural_manifolds_replicaMFT at d56eda1): the class-centre statistics `rho_center`, the
 upper bound `maxK`, the Riemannian minimisation of the residual-centre cosine cost on the Stiefel
 manifold with random restarts (kept by *stability*, not by cost), the choice of K by the first
@@ -28,10 +28,11 @@ import dataclasses
 import numpy as np
 import scipy.linalg
 
-# ALGORITHM.md §1.5: maxK = (last index with cumulative explained variance < 0.95) + 11.
+# docs/mftma_algorithm.md §1.5: maxK = (last index with cumulative explained variance < 0.95) + 11.
 _MAXK_VARIANCE = 0.95
 _MAXK_OFFSET = 11
-# ALGORITHM.md §2.4: the early stop may trigger from k = 5 on (k > 4, three strict increases).
+# docs/mftma_algorithm.md §2.4: the early stop may trigger from k = 5 on (k > 4, three strict
+# increases).
 _MIN_K_FOR_STOP = 5
 # Points whose smallest retained squared-norm fraction c0/G is below this use the direct cost.
 _DIRECT_BELOW = 1e-2
@@ -61,7 +62,7 @@ class CenterCorrelation:
 
 
 def mean_abs_cosine(vectors: np.ndarray) -> float:
-    """Mean |cosine| over ordered off-diagonal pairs of rows (ALGORITHM.md §2.2).
+    """Mean |cosine| over ordered off-diagonal pairs of rows (docs/mftma_algorithm.md §2.2).
 
     Args:
       vectors: (P, d) rows; none may be zero.
@@ -308,7 +309,7 @@ def remove_center_correlations(
     n_reps: int = 10,
     gtol: float = 1e-6,
 ) -> CenterCorrelation:
-    """Centre-correlation analysis and choice of the removed subspace (ALGORITHM.md §1.4-2.5).
+    """Centre-correlation analysis and choice of the removed subspace (mftma_algorithm.md §1.4-2.5).
 
     Args:
       centers: (P, N) raw class centres c_mu (P >= 3, N >= P - 1).

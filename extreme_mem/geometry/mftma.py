@@ -3,11 +3,11 @@
 Owns the pure-array pipeline `manifold_analysis` and its per-manifold anchor stage
 `manifold_stage` / `manifold_stages`. It reproduces `manifold_analysis_corr(XtotT, kappa, n_t)` of
 the reference implementation (schung039/neural_manifolds_replicaMFT at d56eda1, as described step
-by step in `/work/shared/fixtures/mftma/ALGORITHM.md`), as used by Stephenson et al. (ICLR 2021,
+by step in `docs/mftma_algorithm.md`), as used by Stephenson et al. (ICLR 2021,
 §3.2 and appendix A.1) for the manifold geometry metrics (MGMs): capacity alpha_M, radius R_M,
 dimension D_M and centre correlation rho_center, with P = 100 classes and M = 50 examples each.
 
-Pipeline (section numbers of ALGORITHM.md):
+Pipeline (section numbers of docs/mftma_algorithm.md):
   §1   global centring; class centres; maxK from the centres' explained variance.
   §2   centre-correlation removal (`center_correlation.remove_center_correlations`): K >= 1
        directions found on the Stiefel manifold with 10 random restarts kept by stability.
@@ -26,9 +26,10 @@ Randomness: a legacy `numpy.random.RandomState(seed)` is consumed in the referen
 follows the stream of `np.random.seed(s)` before a reference call. Whenever the centre step visits
 the same k values and keeps the same optimum, the t vectors coincide and the per-manifold results
 agree with the reference's to solver accuracy (observed for all recorded seeds 0-4 of the fixture
-sets a, b, e, f: <= 4e-5 relative); otherwise they agree statistically (RESULTS.md spreads: e.g.
-alpha_M = 0.5240 +- 0.0058 at paper scale). The restarts' trajectories are chaotic, so which
-optimum wins can depend on rounding (BLAS kernels, batch composition).
+sets a, b, e, f: <= 4e-5 relative); otherwise they agree statistically (spreads in
+docs/mftma_algorithm.md §8: e.g. alpha_M = 0.5240 +- 0.0058 at paper scale). The restarts'
+trajectories are chaotic, so which optimum wins can depend on rounding (BLAS kernels, batch
+composition).
 
 Deviations from the reference, all outside its working range: P >= 3 is required (with P = 2
 removing K >= 1 direction erases both centres); k is capped at P - 2 (the reference evaluates
@@ -37,9 +38,9 @@ ValueError instead of dividing by zero; kappa != 0 is solved exactly through the
 `anchor_qp`).
 
 Cost: at paper scale (P = 100, M = 50, N = 512, n_t = 200) about 0.5 CPU s single-threaded
-(benchmarks/mftma.py) against 23.6 s for the reference (RESULTS.md). The work is many small
-matrix products: use single-threaded BLAS (e.g. OPENBLAS_NUM_THREADS=1) when the cores are
-shared; a multi-threaded BLAS under CPU contention can make it several times slower.
+(benchmarks/mftma.py) against 23.6 s for the reference (docs/mftma_algorithm.md §8). The work is
+many small matrix products: use single-threaded BLAS (e.g. OPENBLAS_NUM_THREADS=1) when the cores
+are shared; a multi-threaded BLAS under CPU contention can make it several times slower.
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ import numpy as np
 from extreme_mem.geometry import anchor_qp
 from extreme_mem.geometry import center_correlation
 
-# ALGORITHM.md §4.3: a QP-branch sample with |v - t| < 1e-8 is treated as interior.
+# docs/mftma_algorithm.md §4.3: a QP-branch sample with |v - t| < 1e-8 is treated as interior.
 _INTERIOR_EPS = 1e-8
-# ALGORITHM.md §4.6: s^ = s~ / sqrt(|s~|^2 + 1e-12).
+# docs/mftma_algorithm.md §4.6: s^ = s~ / sqrt(|s~|^2 + 1e-12).
 _DIM_EPS = 1e-12
 # A manifold centre is "vanished" when its norm after removal is below this fraction of the
 # largest centred point norm of that manifold (the reference divides by it unguarded, §6.4).
@@ -88,7 +89,7 @@ class ManifoldGeometry:
 
 @dataclasses.dataclass(frozen=True)
 class StageResult:
-    """Per-manifold outputs of the anchor stage (ALGORITHM.md §4).
+    """Per-manifold outputs of the anchor stage (docs/mftma_algorithm.md §4).
 
     Attributes:
       capacities: (P,) alpha_mu = 1 / mean_i f_i (inf if every sample is interior).
@@ -118,7 +119,7 @@ def stack_stage_inputs(
     """Pad per-manifold stage inputs into one batch.
 
     Args:
-      s_list: P arrays (D_mu + 1, m_mu), last row all ones (ALGORITHM.md §3.5).
+      s_list: P arrays (D_mu + 1, m_mu), last row all ones (docs/mftma_algorithm.md §3.5).
       t_list: P arrays (D_mu + 1, n_t).
 
     Returns:
@@ -152,7 +153,7 @@ def manifold_stages(
     num_points: np.ndarray | None = None,
     kappa: float = 0.0,
 ) -> StageResult:
-    """Anchor-point analysis of all manifolds at once (ALGORITHM.md §4, batched).
+    """Anchor-point analysis of all manifolds at once (docs/mftma_algorithm.md §4, batched).
 
     Args:
       s: (P, Dmax+1, m) padded point matrices, last row the centre coordinate (1 for every
@@ -228,7 +229,7 @@ def manifold_stage(s: np.ndarray, t: np.ndarray, kappa: float = 0.0) -> tuple[fl
     """Anchor-point analysis of one manifold (reference: `each_manifold_analysis_D1`).
 
     Args:
-      s: (D+1, m) point matrix [U; 1^T] (ALGORITHM.md §3.5).
+      s: (D+1, m) point matrix [U; 1^T] (docs/mftma_algorithm.md §3.5).
       t: (D+1, n_t) Gaussian vectors.
       kappa: margin.
 
@@ -330,7 +331,7 @@ def _rng(seed) -> np.random.RandomState:
 def manifold_frames(
     manifolds: Sequence[np.ndarray], removed_basis: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-manifold preprocessing (ALGORITHM.md §1.1-1.2 and §3).
+    """Per-manifold preprocessing (docs/mftma_algorithm.md §1.1-1.2 and §3).
 
     Args:
       manifolds: P arrays (M_p, N) of raw points.
@@ -379,14 +380,15 @@ def manifold_frames(
 def manifold_analysis(
     points, kappa: float = 0.0, n_t: int = 200, seed=None, n_reps: int = 10
 ) -> ManifoldGeometry:
-    """Replica MFTMA of P manifolds (reference `manifold_analysis_corr`, ALGORITHM.md §0-§5).
+    """Replica MFTMA of P manifolds (reference `manifold_analysis_corr`, mftma_algorithm.md §0-5).
 
     Args:
       points: float array [P, M, N] or a list of P arrays [M_p, N] (M_p >= 2 points of
         dimension N each; P >= 3, N >= P - 1, all finite).
       kappa: margin kappa (Stephenson et al. 2021 use 0).
       n_t: Gaussian vectors per manifold (reference README: 200). The Monte-Carlo error of
-        alpha_M is about 1% at n_t = 200 (RESULTS.md: e.g. 0.5240 +- 0.0058 at paper scale).
+        alpha_M is about 1% at n_t = 200 (docs/mftma_algorithm.md §8: e.g. 0.5240 +- 0.0058
+        at paper scale).
       seed: int, None or a `numpy.random.RandomState` (consumed in the reference's order).
       n_reps: random restarts per k in the centre-correlation step (reference: 10).
 
