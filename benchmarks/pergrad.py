@@ -146,7 +146,7 @@ def _bench_model(name: str) -> list:
         note = f'b={loop_batch} ×{batch // loop_batch}, + stats at b={batch}'
         rows.append((name, 'loop', per_example + reductions, note))
     for model_name, variant, seconds, note in rows:
-        logging.info('%s %s %s: %.4f s/step', model_name, variant, note, seconds)
+        logging.info('%s %s%s: %.4f s/step', model_name, variant, f' ({note})' if note else '', seconds)
     return rows
 
 
