@@ -17,8 +17,10 @@ class RunObserver(trainer_lib.Observer):
     def needs(self, step):
         return self._suite.needs(step)
 
-    def wants_gram(self):
-        return self._suite.wants_gram()
+    def on_restore(self, step):
+        """Keeps the results history up to the restored checkpoint's step (later entries are redone)."""
+        self._record.resume(step)
+        self._record.save()
 
     def on_step(self, step, outputs):
         self._suite.update(step, outputs)
@@ -29,10 +31,12 @@ class RunObserver(trainer_lib.Observer):
             self._record.add(step, values)
 
     def on_eval(self, step, results, evals):
+        """Writes the trainer's evaluation and the plugins' evaluation-time tags; returns the latter."""
         context = metrics_base.EvalContext(step=step, model=self._model, data=self._data, evals=evals)
-        values = {**results, **self._suite.evaluate(context)}
-        results.update(values)  # the trainer's `final` includes evaluation-time metrics
+        extra = self._suite.evaluate(context)
+        values = {**results, **extra}
         self._writers.write(values, step)
         self._writers.flush()
         self._record.add(step, values)
         self._record.save()
+        return extra

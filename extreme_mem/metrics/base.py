@@ -1,41 +1,53 @@
 """`MetricPlugin`: the contract every metric plugin follows.
 
-A plugin declares what it `needs` from a step, how often it runs (`every_n_steps`, or only at
-evaluation), and follows the Keras metric life cycle: state created in `__init__`, then
-`update(outputs)`, `result() -> {tag: float}`, `reset()`. Tags are `<split>/<quantity>[/<layer>]`.
+A plugin declares what it `needs` from a step (a set of `Need` names: the trainer computes only
+those, only on the steps the plugin runs), how often it runs (`every_n_steps`, or only at
+evaluation through `evaluate`), and follows the Keras metric life cycle: state created in
+`__init__`, then `update(outputs)`, `result() -> {tag: float}`, `reset()`. Tags are
+`<split>/<quantity>[/<layer>]`.
 """
 
 import abc
 import dataclasses
 from typing import Any, Optional
 
-# What a plugin may ask the trainer for on the steps it runs.
-NEEDS = frozenset(
-    {
-        'representations',  # probe-layer activations of the batch
-        'grad_stats',  # per-example gradient statistics (pergrad/)
-        'weights',  # variable values and mean gradients
-        'full_dataset',  # a pass over whole splits at evaluation time
-    }
-)
+from absl import logging
+
+from extreme_mem.train import outputs
+
+# What a plugin may ask the trainer for on the steps it runs (one set of names, owned by the trainer).
+Need = outputs.Need
+NEEDS = Need.ALL
+_LEGACY_FULL_DATASET = 'full_dataset'  # nothing read it; dropped with a warning until plugins stop listing it
 
 
 class MetricPlugin(abc.ABC):
     """Base class of metric plugins.
 
     Attributes:
-      needs: subset of `NEEDS`; an empty set means only the cheap step outputs.
+      needs: subset of `Need.ALL`; empty means only the step's logits, labels and losses
+        (`Need.OUTPUTS`, which every observed step has).
+      wants_gram: derived from `needs` (`Need.GRAM in needs`); do not set it.
       every_n_steps: run on steps where `step % every_n_steps == 0`; None: evaluation only.
     """
 
     needs: frozenset = frozenset()
+    wants_gram: bool = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        needs = frozenset(cls.needs)
+        if _LEGACY_FULL_DATASET in needs:  # evaluation-time plugins need nothing from a step
+            logging.warning('%s.needs lists the removed %r; evaluation-time plugins declare no needs.',
+                            cls.__name__, _LEGACY_FULL_DATASET)
+            needs -= {_LEGACY_FULL_DATASET}
+        cls.needs = outputs.check_needs(needs, f'{cls.__name__}.needs')
+        cls.wants_gram = Need.GRAM in cls.needs
 
     def __init__(self, every_n_steps: Optional[int] = None):
-        if every_n_steps is not None and every_n_steps <= 0:
+        if every_n_steps is not None and (isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int)
+                                          or every_n_steps <= 0):
             raise ValueError(f'every_n_steps must be a positive integer or None, got {every_n_steps!r}.')
-        unknown = set(self.needs) - NEEDS
-        if unknown:
-            raise ValueError(f'{type(self).__name__}.needs has unknown entries {sorted(unknown)}; valid: {sorted(NEEDS)}.')
         self.every_n_steps = every_n_steps
 
     def wants_step(self, step: int) -> bool:

@@ -101,8 +101,7 @@ class LayerGradStatsPlugin(base.MetricPlugin):
       split: tag prefix.
     """
 
-    needs = frozenset({'grad_stats'})
-    wants_gram = False
+    needs = frozenset({base.Need.GRAD_STATS})
 
     def __init__(
         self,

@@ -3,7 +3,7 @@
     η = min_{i≠j} <g_i, g_j>
 
 The most negative inner product between two per-example gradients of the batch (negative values mean
-conflicting examples). Computed from the per-example Gram matrix (the plugin sets `wants_gram`).
+conflicting examples). Computed from the per-example Gram matrix (the plugin needs `Need.GRAM`).
 """
 
 from typing import Optional
@@ -12,6 +12,7 @@ import gin
 import numpy as np
 
 from extreme_mem import registry
+from extreme_mem.metrics import base
 from extreme_mem.metrics import common
 
 
@@ -33,7 +34,7 @@ def confusion(gram) -> Optional[float]:
 class GradientConfusion(common.LayerGradStatsPlugin):
     """Gradient confusion per layer: `<split>/grad_confusion/<layer>`."""
 
-    wants_gram = True
+    needs = frozenset({base.Need.GRAD_STATS, base.Need.GRAM})
 
     def layer_values(self, s, labels):
         del labels

@@ -2,7 +2,7 @@
 
     S = mean_{i≠j} cos(g_i, g_j),   S_in-class = mean_c mean_{i≠j, y_i=y_j=c} cos(g_i, g_j).
 
-Computed from the per-example Gram matrix (the plugin sets `wants_gram`). Pairs involving a zero
+Computed from the per-example Gram matrix (the plugin needs `Need.GRAM`). Pairs involving a zero
 gradient count as cosine 0. Classes with fewer than 2 examples are skipped.
 """
 
@@ -12,6 +12,7 @@ import gin
 import numpy as np
 
 from extreme_mem import registry
+from extreme_mem.metrics import base
 from extreme_mem.metrics import common
 
 
@@ -67,7 +68,7 @@ class GradientStiffness(common.LayerGradStatsPlugin):
     Tags: `<split>/grad_stiffness/<layer>` (all pairs) and `<split>/grad_stiffness_in_class/<layer>`.
     """
 
-    wants_gram = True
+    needs = frozenset({base.Need.GRAD_STATS, base.Need.GRAM})
 
     def layer_values(self, s, labels):
         return {'grad_stiffness': stiffness(s.gram), 'grad_stiffness_in_class': class_stiffness(s.gram, labels)}

@@ -62,7 +62,7 @@ def sample_manifold_positions(labels: np.ndarray, num_classes: int, examples_per
 class ManifoldGeometryMetric(base.MetricPlugin):
     """MFTMA capacity, radius, dimension and center correlation per subset and probe layer."""
 
-    needs = frozenset({'full_dataset'})
+    needs = frozenset()  # evaluation only
 
     def __init__(
         self,

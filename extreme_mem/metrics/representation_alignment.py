@@ -46,8 +46,7 @@ class RepresentationAlignment(base.MetricPlugin):
       `<split>/rep_alignment/<probe>/class_<c>`: Ω^r_c (if `per_class`).
     """
 
-    needs = frozenset({'representations'})
-    wants_gram = False
+    needs = frozenset({base.Need.REPRESENTATIONS})
 
     def __init__(
         self,

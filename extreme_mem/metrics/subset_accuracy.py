@@ -31,7 +31,7 @@ def subset_accuracies(predictions: np.ndarray, split) -> dict:
 class SubsetAccuracy(base.MetricPlugin):
     """Unpermuted / permuted / restored training accuracy at every evaluation."""
 
-    needs = frozenset({'full_dataset'})
+    needs = frozenset()  # evaluation only: reads the trainer's full-split predictions
 
     def __init__(self):
         super().__init__(every_n_steps=None)

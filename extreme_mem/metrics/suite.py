@@ -1,6 +1,7 @@
 """`MetricSuite`: the active metric plugins, seen by the trainer as one observer-side object.
 
-It tells which needs a step has (union over plugins that want the step), feeds them the step
+It tells which needs a step has (the union over the plugins that run at that step, so the Gram
+matrix is computed only on steps where a plugin that needs it runs), feeds them the step
 outputs, and merges their results, raising if two plugins emit the same tag.
 """
 
@@ -10,20 +11,17 @@ from extreme_mem.metrics import base
 
 
 class MetricSuite:
-    """A list of plugins behind one `needs` / `update` / `result` / `reset` interface."""
+    """A list of plugins behind one `needs` / `update` / `result` / `evaluate` / `reset` interface."""
 
     def __init__(self, plugins: Sequence[base.MetricPlugin]):
         self.plugins = list(plugins)
 
     def needs(self, step: int) -> frozenset:
-        """Union of the needs of plugins that want `step`; at least `{'outputs'}` if any does."""
+        """Union of the needs of plugins that want `step`, plus `Need.OUTPUTS`; empty if none does."""
         wanted = [p for p in self.plugins if p.wants_step(step)]
         if not wanted:
             return frozenset()
-        return frozenset().union(*(p.needs for p in wanted)) | {'outputs'}
-
-    def wants_gram(self) -> bool:
-        return any(getattr(p, 'wants_gram', False) for p in self.plugins)
+        return frozenset().union(*(p.needs for p in wanted)) | {base.Need.OUTPUTS}
 
     def update(self, step: int, outputs) -> None:
         for p in self.plugins:
@@ -32,26 +30,24 @@ class MetricSuite:
 
     def result(self, step: int) -> dict:
         """Merged results of the plugins that ran at `step`."""
-        merged: dict = {}
-        for p in self.plugins:
-            if not p.wants_step(step):
-                continue
-            for tag, value in p.result().items():
-                if tag in merged:
-                    raise ValueError(f'Metric tag {tag!r} emitted by two plugins ({type(p).__name__} and another).')
-                merged[tag] = value
-        return merged
+        return _merge((p, p.result()) for p in self.plugins if p.wants_step(step))
 
     def evaluate(self, context: base.EvalContext) -> dict:
         """Merged evaluation-time results of every plugin."""
-        merged: dict = {}
-        for p in self.plugins:
-            for tag, value in p.evaluate(context).items():
-                if tag in merged:
-                    raise ValueError(f'Metric tag {tag!r} emitted by two plugins ({type(p).__name__} and another).')
-                merged[tag] = value
-        return merged
+        return _merge((p, p.evaluate(context)) for p in self.plugins)
 
     def reset(self) -> None:
         for p in self.plugins:
             p.reset()
+
+
+def _merge(results) -> dict:
+    """`{tag: value}` of `(plugin, values)` pairs; raises naming both plugins on a repeated tag."""
+    merged, owner = {}, {}
+    for plugin, values in results:
+        for tag, value in values.items():
+            if tag in merged:
+                raise ValueError(f'Metric tag {tag!r} emitted by two plugins ({type(owner[tag]).__name__} and '
+                                 f'{type(plugin).__name__}).')
+            merged[tag], owner[tag] = value, plugin
+    return merged

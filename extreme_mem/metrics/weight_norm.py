@@ -46,8 +46,7 @@ class WeightNorm(base.MetricPlugin):
     `<split>/relative_grad_norm/<layer>` (skipped while ‖W‖ = 0).
     """
 
-    needs = frozenset({'weights'})
-    wants_gram = False
+    needs = frozenset({base.Need.WEIGHTS})
 
     def __init__(
         self, every_n_steps: Optional[int] = 500, layers: Optional[Sequence[str]] = None, split: str = 'train'

@@ -128,9 +128,13 @@ def _flat(g: tf.Tensor) -> tf.Tensor:
     return tf.reshape(tf.cast(g, tf.float32), [tf.shape(g)[0], -1])
 
 
-@gin.configurable(module='pergrad', denylist=['model'])
+@gin.configurable(module='pergrad', denylist=['model', 'engines', 'compute_gram'])
 class PerExampleGradients:
     """Training gradient and per-example gradient statistics from one forward/backward pass.
+
+    Gin can bind `chunk_size` and `classes`; `engines` and `compute_gram` are denylisted because
+    the caller always sets them (the trainer: `train.Trainer.grad_engines`, and `Need.GRAM` in a
+    step's needs), so a binding of either fails at parse time instead of being silently ignored.
 
     Example (inside the trainer's `tf.function` diagnostic step):
         diag = pergrad_fn(batch['image'], batch['label'], losses.cross_entropy, num_classes=10)

@@ -1,7 +1,10 @@
 """`results.json`: the run record every reader (reports, colabs, sweeps) uses.
 
-Layout (DESIGN.md section 3): `{"experiment", "config", "status", "final": {tag: value},
-"history": [{"step": s, tag: value, ...}]}`. Always written atomically (temp file + rename).
+Layout (DESIGN.md section 3): `{"experiment", "config", "config_hash", "status",
+"final": {tag: value}, "history": [{"step": s, tag: value, ...}]}`. `config_hash` identifies the
+run's effective bindings (absent when the caller computed none). Always written atomically
+(temp file + rename). `read` raises `ResultsError` naming the file when it is not a results
+record; `read_or_none` logs that and returns None, for callers that must survive one bad run.
 """
 
 import json
@@ -10,9 +13,15 @@ import os
 import pathlib
 from typing import Optional
 
+from absl import logging
+
 from extreme_mem import config
 
 FILENAME = 'results.json'
+
+
+class ResultsError(ValueError):
+    """A `results.json` exists but is not a valid run record."""
 
 
 def _clean(value):
@@ -23,18 +32,31 @@ def _clean(value):
 
 
 class RunRecord:
-    """In-memory `results.json` of one run; `save()` writes it atomically."""
+    """In-memory `results.json` of one run; `save()` writes it atomically.
 
-    def __init__(self, run_dir: os.PathLike, experiment: str, run_config: Optional[dict] = None):
+    Args:
+      run_dir: the run directory.
+      experiment: registered experiment name.
+      run_config: the run's bindings `{binding: value}`.
+      config_hash: a hash of the effective bindings, written as `config_hash` (omitted when None).
+    """
+
+    def __init__(self, run_dir: os.PathLike, experiment: str, run_config: Optional[dict] = None,
+                 config_hash: Optional[str] = None):
         self.path = pathlib.Path(run_dir) / FILENAME
-        self.data = {'experiment': experiment, 'config': run_config or {}, 'status': 'running',
-                     'final': {}, 'history': []}
+        # An earlier attempt's history is kept as is (a save before training erases nothing) until
+        # `resume` cuts it at the step training restarts from.
+        previous = read_or_none(run_dir)
+        self._previous_history = list(previous.get('history', [])) if previous else []
+        self.data = {'experiment': experiment, 'config': run_config or {}}
+        if config_hash is not None:
+            self.data['config_hash'] = str(config_hash)
+        self.data.update(status='running', final={}, history=[dict(h) for h in self._previous_history])
 
     def resume(self, step: int) -> None:
-        """Keeps the history of an earlier attempt up to `step` (the restored checkpoint)."""
-        previous = read(self.path.parent)
-        if previous:
-            self.data['history'] = [h for h in previous.get('history', []) if h['step'] <= step]
+        """Keeps the earlier attempt's history up to `step` (the restored checkpoint; 0 when the
+        run starts over), dropping what training will redo."""
+        self.data['history'] = [dict(h) for h in self._previous_history if h['step'] <= step]
 
     def add(self, step: int, values: dict) -> None:
         """Merges `values` into the history entry of `step`."""
@@ -59,12 +81,38 @@ class RunRecord:
 
 
 def read(run_dir: os.PathLike) -> Optional[dict]:
-    """The run's results, or None if it has none yet."""
+    """The run's results, or None if it has none yet.
+
+    Raises:
+      ResultsError: the file is unreadable, not JSON, not an object, or its `history` is not a
+        list of `{"step": int, ...}` entries; the message names the path.
+    """
     path = pathlib.Path(run_dir) / FILENAME
     if not path.exists():
         return None
-    with open(path) as f:
-        return json.load(f)
+    try:
+        with open(path, encoding='utf-8') as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultsError(f'{path} is not a readable results record: {e}.') from e
+    if not isinstance(data, dict):
+        raise ResultsError(f'{path} is not a results record: expected a JSON object, got {type(data).__name__}.')
+    history = data.get('history', [])
+    if not isinstance(history, list) or not all(isinstance(h, dict) and isinstance(h.get('step'), int)
+                                                 for h in history):
+        raise ResultsError(f'{path} is not a results record: "history" must be a list of {{"step": int, ...}}.')
+    if not isinstance(data.get('final', {}), dict):
+        raise ResultsError(f'{path} is not a results record: "final" must be an object.')
+    return data
+
+
+def read_or_none(run_dir: os.PathLike) -> Optional[dict]:
+    """Like `read`, but an invalid record is logged as a warning and read as None."""
+    try:
+        return read(run_dir)
+    except ResultsError as e:
+        logging.warning('Ignoring %s', e)
+        return None
 
 
 def series(record: dict, tag: str) -> tuple[list, list]:

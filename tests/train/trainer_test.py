@@ -125,11 +125,14 @@ class TrainerTest(tf.test.TestCase, parameterized.TestCase):
                             batch_size=8, log_every=100)
 
         class PoisonAt(trainer.Observer):
+            """Writes NaN into the kernel after update 5 (observed, so it runs alone)."""
+
             def needs(self, step):
-                if step == 5:
-                    kernel = model.get_layer('logits').kernel
-                    kernel.assign(tf.fill(kernel.shape, np.nan))
-                return frozenset()
+                return frozenset({'outputs'}) if step == 5 else frozenset()
+
+            def on_step(self, step, outputs):
+                kernel = model.get_layer('logits').kernel
+                kernel.assign(tf.fill(kernel.shape, np.nan))
 
         result = t.fit(data, workdir, 0, PoisonAt())
         self.assertEqual(result.status, 'diverged')
