@@ -5,6 +5,8 @@ float32 is 600 MB). `index` is the example id within its split, so per-example b
 (permuted vs not, restored labels) survives shuffling. `data/pipeline.py` turns a `Split` into
 `tf.data` pipelines of `{'image', 'label', 'index'}`. `RelabeledSplit` adds the one piece of
 provenance a `Split` cannot derive from its labels: which examples a label transform re-drew.
+`DataError` is the one exception type for bad user data or data options (`data/validation.py`
+holds the checks every source runs at load).
 """
 
 import abc
@@ -12,6 +14,14 @@ import dataclasses
 from typing import Optional
 
 import numpy as np
+
+
+class DataError(ValueError):
+    """Bad user data or data options: a corrupt file, out-of-range labels, non-finite inputs, ...
+
+    The message names the file or split, the offending value or index, and what a valid input
+    looks like. Launchers print it in one or two lines, without a traceback.
+    """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +45,7 @@ class Split:
         n = len(self.images)
         for name in ('labels', 'true_labels', 'index'):
             if len(getattr(self, name)) != n:
-                raise ValueError(f'Split.{name} has {len(getattr(self, name))} entries, images has {n}.')
+                raise DataError(f'Split.{name} has {len(getattr(self, name))} entries, images has {n}.')
 
     @property
     def num_examples(self) -> int:
@@ -77,7 +87,7 @@ class RelabeledSplit(Split):
         else:
             object.__setattr__(self, 'relabeled', np.asarray(self.relabeled, dtype=bool))
         if len(self.relabeled) != len(self.images):
-            raise ValueError(f'Split.relabeled has {len(self.relabeled)} entries, images has {len(self.images)}.')
+            raise DataError(f'Split.relabeled has {len(self.relabeled)} entries, images has {len(self.images)}.')
 
     def take(self, positions: np.ndarray) -> 'RelabeledSplit':
         """The sub-split at `positions` (ids and provenance are kept)."""
@@ -109,8 +119,16 @@ class Data:
 
 
 class DataSource(abc.ABC):
-    """A dataset plugin (registered in `registry.DATASETS`, configured by gin)."""
+    """A dataset plugin (registered in `registry.DATASETS`, configured by gin).
+
+    `load` returns only data that passes `validation.check_data` (sources built on
+    `array_source.ArraySource` get every check for free) and raises `DataError` otherwise.
+    """
 
     @abc.abstractmethod
     def load(self, seed: Optional[int] = None) -> Data:
-        """Loads both splits into memory, preprocessed and label-transformed."""
+        """Loads both splits into memory, preprocessed and label-transformed.
+
+        Raises:
+          DataError: the data or the source's options are invalid.
+        """

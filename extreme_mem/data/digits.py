@@ -21,6 +21,7 @@ import numpy as np
 
 from extreme_mem import registry
 from extreme_mem.data import array_source
+from extreme_mem.data import base
 
 NUM_EXAMPLES = 1797
 NUM_CLASSES = 10
@@ -59,13 +60,13 @@ def stratified_split(
       `(train_positions, test_positions)`, sorted disjoint int64 arrays.
 
     Raises:
-      ValueError: sizes that are non-positive or exceed n together.
+      base.DataError: sizes that are non-positive or exceed n together.
     """
     labels = np.asarray(labels)
     n = len(labels)
     test_size = n - train_size if test_size is None else test_size
     if train_size < 1 or test_size < 1 or train_size + test_size > n:
-        raise ValueError(
+        raise base.DataError(
             f'Need train_size, test_size >= 1 with train_size + test_size <= {n}; got {train_size}, {test_size}.'
         )
     classes, counts = np.unique(labels, return_counts=True)

@@ -42,7 +42,7 @@ def train_batches(split: base.Split, batch_size: int, seed: int, start_step: int
     """
     n = split.num_examples
     if n == 0:
-        raise ValueError('Cannot train on an empty split.')
+        raise base.DataError('Cannot train on an empty split.')
     batch_size = min(batch_size, n)
     per_epoch = steps_per_epoch(n, batch_size)
     first_epoch, skip = divmod(int(start_step), per_epoch)

@@ -17,15 +17,17 @@ from typing import Tuple
 
 import numpy as np
 
+from extreme_mem.data import base
+
 METHODS = ('none', 'unit', 'symmetric', 'standardize', 'mnist')
 MNIST_MEAN = 0.1307
 MNIST_STD = 0.3081
 
 
 def check_method(method: str) -> None:
-    """Raises ValueError naming the valid methods if `method` is not one of `METHODS`."""
+    """Raises `base.DataError` naming the valid methods if `method` is not one of `METHODS`."""
     if method not in METHODS:
-        raise ValueError(f'Unknown preprocess {method!r}; valid: {list(METHODS)}.')
+        raise base.DataError(f'Unknown preprocess {method!r}; valid: {list(METHODS)}.')
 
 
 def _stat_axes(x: np.ndarray) -> tuple:
@@ -47,7 +49,7 @@ def channel_stats(x: np.ndarray, chunk: int = 4096) -> Tuple[np.ndarray, np.ndar
       `(mean, std)`, float64 of shape [C] for 4-D input, else 0-d arrays.
     """
     if len(x) == 0:
-        raise ValueError('Cannot compute statistics of an empty split.')
+        raise base.DataError('Cannot compute statistics of an empty split.')
     axes = _stat_axes(x)
     count = np.prod([x.shape[a] for a in axes], dtype=np.float64)
     total = sum(np.sum(x[i : i + chunk], axis=axes, dtype=np.float64) for i in range(0, len(x), chunk))
@@ -74,11 +76,11 @@ def preprocess(
       `(train, test)` as float32 arrays of unchanged shapes.
 
     Raises:
-      ValueError: unknown `method` (lists the valid ones) or non-positive `max_value`.
+      base.DataError: unknown `method` (lists the valid ones) or non-positive `max_value`.
     """
     check_method(method)
     if method in ('unit', 'symmetric', 'mnist') and not max_value > 0:
-        raise ValueError(f'preprocess {method!r} needs max_value > 0, got {max_value}.')
+        raise base.DataError(f'preprocess {method!r} needs max_value > 0, got {max_value}.')
     train = np.asarray(train, dtype=np.float32)
     test = np.asarray(test, dtype=np.float32)
     if method == 'none':

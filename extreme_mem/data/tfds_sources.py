@@ -28,11 +28,12 @@ from absl import logging
 
 from extreme_mem import registry
 from extreme_mem.data import array_source
+from extreme_mem.data import base
 
 _READ_BATCH = 4096  # examples per tf.data batch while reading a split into memory
 
 
-class DatasetNotPreparedError(FileNotFoundError):
+class DatasetNotPreparedError(base.DataError, FileNotFoundError):
     """A tfds dataset has no prepared files in the configured data_dir (and cannot be downloaded)."""
 
 
@@ -65,6 +66,10 @@ class TfdsSource(array_source.ArraySource):
         self._test_split = test_split
         self._label_key = label_key
 
+    def describe(self) -> str:
+        where = self._data_dir or 'the default data_dir'
+        return f'tfds dataset {self.name!r} ({where})'
+
     def _not_prepared(self, builder, error: Exception) -> DatasetNotPreparedError:
         default = 'the default data_dir ($TFDS_DATA_DIR or ~/tensorflow_datasets)'
         where = repr(self._data_dir) if self._data_dir else default
@@ -80,7 +85,10 @@ class TfdsSource(array_source.ArraySource):
         )
 
     def _read(self, builder, split: str):
-        """Reads one split into memory: ([n, H, W, C] uint8, [n] int32)."""
+        """Reads one split into memory: ([n, H, W, C] uint8, [n] labels as stored, e.g. int64).
+
+        Labels are not cast here: `ArraySource.load` validates them first, so none can wrap.
+        """
         try:
             ds = builder.as_dataset(split=split, shuffle_files=False)
         except AssertionError as e:  # tfds' "could not find data in <dir>" (download=False path)
@@ -92,8 +100,9 @@ class TfdsSource(array_source.ArraySource):
             images.append(x)
             labels.append(y)
         if not images:
-            raise ValueError(f'tfds split {split!r} of {self.name!r} is empty.')
-        return np.concatenate(images), np.concatenate(labels).astype(np.int32)
+            raise base.DataError(f'{self.describe()}: the tfds split {split!r} is empty; choose a split string that '
+                                 f'selects examples, e.g. {"train" if split != "train" else "test"!r} or "train[:10%]".')
+        return np.concatenate(images), np.concatenate(labels)
 
     def _load_raw(self) -> array_source.RawData:
         import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top  (heavy; only when used)

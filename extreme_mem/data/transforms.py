@@ -34,10 +34,10 @@ def num_selected(n: int, fraction: float) -> int:
     """round(fraction * n), the number of examples a fraction selects.
 
     Raises:
-      ValueError: `fraction` outside [0, 1].
+      base.DataError: `fraction` outside [0, 1].
     """
     if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f'fraction must be in [0, 1], got {fraction}.')
+        raise base.DataError(f'fraction must be in [0, 1], got {fraction}.')
     return int(round(fraction * n))
 
 
@@ -79,7 +79,7 @@ def uniform_labels(
       A `RelabeledSplit` with exactly round(ε n) examples relabeled.
     """
     if num_classes < 1:
-        raise ValueError(f'num_classes must be >= 1, got {num_classes}.')
+        raise base.DataError(f'num_classes must be >= 1, got {num_classes}.')
     rng = _rng(seed)
     positions = select_positions(split.num_examples, fraction, rng)
     return _relabel(split, positions, rng.integers(0, num_classes, size=len(positions), dtype=np.int32))
@@ -124,13 +124,13 @@ def label_noise(
     """Dispatches to `uniform_labels` (`kind='uniform'`) or `permute_labels` (`kind='permute'`).
 
     Raises:
-      ValueError: unknown `kind` (lists the valid ones).
+      base.DataError: unknown `kind` (lists the valid ones).
     """
     if kind == 'uniform':
         return uniform_labels(split, num_classes, fraction, seed)
     if kind == 'permute':
         return permute_labels(split, fraction, seed)
-    raise ValueError(f'Unknown noise kind {kind!r}; valid: {list(NOISE_KINDS)}.')
+    raise base.DataError(f'Unknown noise kind {kind!r}; valid: {list(NOISE_KINDS)}.')
 
 
 def class_subset(split: base.Split, classes: Sequence[int], remap: bool = True) -> base.Split:
@@ -146,11 +146,11 @@ def class_subset(split: base.Split, classes: Sequence[int], remap: bool = True) 
       The sub-split (ids and provenance kept), in original order.
 
     Raises:
-      ValueError: empty or repeated `classes`, or (with `remap`) a training label outside them.
+      base.DataError: empty or repeated `classes`, or (with `remap`) a training label outside them.
     """
     classes = np.asarray(list(classes), dtype=np.int64)
     if classes.size == 0 or len(np.unique(classes)) != classes.size or classes.min() < 0:
-        raise ValueError(f'classes must be distinct non-negative ids, got {classes.tolist()}.')
+        raise base.DataError(f'classes must be distinct non-negative ids, got {classes.tolist()}.')
     sub = split.take(np.flatnonzero(np.isin(split.true_labels, classes)))
     if not remap:
         return sub
@@ -158,7 +158,7 @@ def class_subset(split: base.Split, classes: Sequence[int], remap: bool = True) 
     lookup[classes] = np.arange(len(classes), dtype=np.int32)
     labels = lookup[np.asarray(sub.labels)]
     if np.any(labels < 0):
-        raise ValueError(f'Training labels outside classes {classes.tolist()}; apply class_subset before label noise.')
+        raise base.DataError(f'Training labels outside classes {classes.tolist()}; apply class_subset before label noise.')
     return _replace_labels(sub, labels, lookup[np.asarray(sub.true_labels)])
 
 
@@ -178,10 +178,10 @@ def take_examples(split: base.Split, n: int, seed: Optional[Seed] = None) -> bas
       [n] examples in original order.
 
     Raises:
-      ValueError: `n` < 1 or larger than the split.
+      base.DataError: `n` < 1 or larger than the split.
     """
     if not 1 <= n <= split.num_examples:
-        raise ValueError(f'Cannot take {n} examples from a split of {split.num_examples}.')
+        raise base.DataError(f'Cannot take {n} examples from a split of {split.num_examples}.')
     if seed is None:
         return split.take(np.arange(n))
     return split.take(np.sort(_rng(seed).choice(split.num_examples, size=n, replace=False)))
@@ -199,11 +199,11 @@ def disjoint_positions(n: int, sizes: Sequence[int], seed: Optional[Seed]) -> li
       One sorted int64 array per part.
 
     Raises:
-      ValueError: a negative size, or sizes summing to more than n.
+      base.DataError: a negative size, or sizes summing to more than n.
     """
     sizes = [int(s) for s in sizes]
     if any(s < 0 for s in sizes) or sum(sizes) > n:
-        raise ValueError(f'Part sizes {sizes} must be >= 0 and sum to at most the split size {n}.')
+        raise base.DataError(f'Part sizes {sizes} must be >= 0 and sum to at most the split size {n}.')
     order = _rng(seed).permutation(n)
     bounds = np.cumsum([0] + sizes)
     return [np.sort(order[a:b]).astype(np.int64) for a, b in zip(bounds[:-1], bounds[1:])]

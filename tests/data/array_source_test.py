@@ -27,6 +27,28 @@ class _Fake(array_source.ArraySource):
         )
 
 
+class _Literal(array_source.ArraySource):
+    """A source returning the `RawData` it was given (for the validation tests)."""
+
+    name = 'literal'
+
+    def __init__(self, raw, **kwargs):
+        super().__init__(**kwargs)
+        self._raw = raw
+
+    def _load_raw(self):
+        return self._raw
+
+
+def _raw(**changes):
+    """6 train / 4 test float 2x2 images in [0, 1], 3 classes, every class in both splits."""
+    rng = np.random.default_rng(1)
+    fields = dict(x_train=rng.uniform(size=(6, 2, 2)), y_train=np.arange(6) % 3, x_test=rng.uniform(size=(4, 2, 2)),
+                  y_test=np.arange(4) % 3, num_classes=3, max_value=1.0)
+    fields.update(changes)
+    return array_source.RawData(**fields)
+
+
 class ArraySourceTest(tf.test.TestCase, parameterized.TestCase):
 
     def setUp(self):
@@ -54,9 +76,9 @@ class ArraySourceTest(tf.test.TestCase, parameterized.TestCase):
         self.assertAllEqual(np.unique(kept.test.labels), [1, 4])
 
     def test_standardize_statistics_come_from_the_full_train_split(self):
-        data = _Fake(preprocess='standardize', classes=[0]).load()
+        data = _Fake(preprocess='standardize', classes=[0, 1]).load()
         mean, std = preprocessing.channel_stats(self.raw.x_train[..., None].astype(np.float64))
-        self.assertAllClose(data.train.images, (self.raw.x_train[:20, ..., None] - mean) / std, atol=1e-5)
+        self.assertAllClose(data.train.images, (self.raw.x_train[:40, ..., None] - mean) / std, atol=1e-5)
 
     def test_train_parts_are_disjoint_for_the_same_seed(self):
         up = _Fake(train_parts=[30, 50], train_part=0).load(seed=7)
@@ -107,6 +129,56 @@ class ArraySourceTest(tf.test.TestCase, parameterized.TestCase):
     def test_invalid_options_fail_at_construction(self, kwargs, message):
         with self.assertRaisesRegex(ValueError, message):
             _Fake(**kwargs)
+
+    # Data validation at load, for every array source (see data/validation.py).
+
+    def test_literal_raw_data_round_trips(self):
+        raw = _raw()
+        data = _Literal(raw, preprocess='none').load()
+        self.assertAllClose(data.train.images[..., 0], raw.x_train)
+        self.assertAllEqual(data.test.labels, raw.y_test)
+
+    def test_label_beyond_int32_is_refused_not_wrapped(self):
+        y = np.arange(6, dtype=np.int64) % 3
+        y[4] = 2**40 + 1  # int32 cast: 1, a valid class
+        with self.assertRaisesRegex(base.DataError, r"dataset 'literal': y_train\[4\] = 1099511627777 does not fit"):
+            _Literal(_raw(y_train=y)).load()
+
+    def test_label_beyond_num_classes_is_named(self):
+        with self.assertRaisesRegex(base.DataError, r"dataset 'literal': y_test\[3\] = 50 is outside range\(3\)"):
+            _Literal(_raw(y_test=np.array([0, 1, 2, 50]))).load()
+
+    @parameterized.parameters(('train', 'x_train', 3, np.nan, 'nan'), ('test', 'x_test', 2, -np.inf, '-inf'))
+    def test_non_finite_input_names_split_and_first_index(self, split, key, index, value, shown):
+        x = _raw().__getattribute__(key).copy()
+        x[index, 1, 0] = value
+        x[index + 1, 0, 0] = value
+        with self.assertRaisesRegex(base.DataError, f"dataset 'literal': {key}: non-finite input in the {split} split: "
+                                                    f"example {index} holds {shown}"):
+            _Literal(_raw(**{key: x})).load()
+
+    @parameterized.parameters('train', 'test')
+    def test_empty_raw_split(self, split):
+        empty = {f'x_{split}': np.zeros((0, 2, 2)), f'y_{split}': np.zeros(0, np.int64)}
+        with self.assertRaisesRegex(base.DataError, f"dataset 'literal': the {split} split is empty"):
+            _Literal(_raw(**empty)).load()
+
+    def test_test_split_emptied_by_the_class_subset(self):
+        raw = _raw(y_test=np.array([0, 1, 0, 1]))
+        with self.assertRaisesRegex(base.DataError, r"the test split is empty after the subset options classes=\[2\]"):
+            _Literal(raw, classes=[2], remap_classes=False).load()
+        with self.assertRaisesRegex(base.DataError, 'num_classes is 1'):
+            _Literal(_raw(), classes=[2]).load()
+
+    def test_mismatched_lengths_and_bad_num_classes(self):
+        with self.assertRaisesRegex(base.DataError, 'x_test has 4 examples but y_test has 3'):
+            _Literal(_raw(y_test=np.arange(3))).load()
+        with self.assertRaisesRegex(base.DataError, 'num_classes must be a positive int, got 0'):
+            _Literal(_raw(num_classes=0)).load()
+
+    def test_random_classes_needs_two(self):
+        with self.assertRaisesRegex(base.DataError, 'random_classes must be >= 2'):
+            _Fake(random_classes=1)
 
     def test_gin_binding_for_all_sources_and_override(self):
         gin.parse_config(['data.ArraySource.label_noise = 0.5'])

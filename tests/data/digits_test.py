@@ -74,7 +74,7 @@ class DigitsTest(tf.test.TestCase, parameterized.TestCase):
     def test_configurable_sizes(self):
         data = digits.Digits(train_size=100, test_size=50).load()
         self.assertEqual((data.train.num_examples, data.test.num_examples), (100, 50))
-        with self.assertRaisesRegex(ValueError, 'train_size'):
+        with self.assertRaisesRegex(base.DataError, 'train_size'):
             digits.Digits(train_size=1797).load()
 
     @parameterized.parameters((28, None, (28, 28, 1)), (32, 3, (32, 32, 3)), (None, 3, (8, 8, 3)))
@@ -96,6 +96,34 @@ class DigitsTest(tf.test.TestCase, parameterized.TestCase):
 
     def test_is_registered(self):
         self.assertIs(registry.DATASETS.get('digits'), digits.Digits)
+
+    # Data validation at load (issue probes "empty test split; 1-class dataset").
+
+    def test_class_absent_from_the_data_empties_both_splits(self):
+        with self.assertRaisesRegex(base.DataError, r"dataset 'digits': the train split is empty after the subset "
+                                                    r"options classes=\[12\]"):
+            digits.Digits(classes=[12]).load()
+
+    def test_one_remapped_class_is_refused(self):
+        with self.assertRaisesRegex(base.DataError, "dataset 'digits': num_classes is 1; classification needs at "
+                                                    "least 2 classes"):
+            digits.Digits(classes=[3]).load()
+
+    def test_single_training_example_is_a_warning(self):
+        # Zhang et al. (2020) "Identity Crisis": one training example, all ten classes in the test split.
+        with self.assertLogs('absl', 'WARNING') as logs:
+            data = digits.Digits(num_train_examples=1, subset_seed=0).load()
+        label = int(data.train.labels[0])
+        self.assertEqual(data.train.num_examples, 1)
+        unseen = int(np.sum(self.data.test.labels != label))  # the test split is the default one
+        self.assertTrue(any(f'every training label is class {label} (1 examples, 10 classes)' in line
+                            for line in logs.output), logs.output)
+        self.assertTrue(any(f'{unseen} of 597 test examples have labels never seen in training' in line
+                            for line in logs.output), logs.output)
+
+    def test_too_large_num_train_examples(self):
+        with self.assertRaisesRegex(base.DataError, 'Cannot take 5000 examples from a split of 1200'):
+            digits.Digits(num_train_examples=5000).load()
 
 
 if __name__ == '__main__':

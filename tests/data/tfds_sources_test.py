@@ -11,6 +11,7 @@ import tensorflow_datasets as tfds
 from absl.testing import parameterized
 
 from extreme_mem import registry
+from extreme_mem.data import base
 from extreme_mem.data import tfds_sources
 
 _EXPECTED = {  # name: (class, image shape, classes)
@@ -72,10 +73,44 @@ class TfdsSourcesTest(tf.test.TestCase, parameterized.TestCase):
         self.assertLess(time.monotonic() - start, 10.0)
         message = str(cm.exception)
         self.assertIsInstance(cm.exception, FileNotFoundError)
+        self.assertIsInstance(cm.exception, base.DataError)
         self.assertIn('tfds build cifar10 --data_dir=', message)
         self.assertIn(data_dir, message)
         self.assertIn("data.TfdsSource.data_dir=", message)
         self.assertIn("data.Cifar10.data_dir=", message)
+
+    # Data validation at load: the tfds reader keeps labels as stored (int64), so none can wrap.
+
+    def _load_with_labels(self, train_labels, test_labels):
+        """Cifar10 under mock_data whose reader returns these labels for the train and test splits."""
+        read = tfds_sources.TfdsSource._read
+
+        def fake_read(source, builder, split):
+            images, _ = read(source, builder, split)
+            labels = np.asarray(train_labels if split == 'train' else test_labels, dtype=np.int64)
+            return images[: len(labels)], labels
+
+        with tfds.testing.mock_data(num_examples=6), mock.patch.object(tfds_sources.TfdsSource, '_read', fake_read):
+            return tfds_sources.Cifar10().load()
+
+    def test_mocked_reader_labels_as_stored(self):
+        data = self._load_with_labels([0, 1, 2, 3, 4, 9], [9, 0, 1])
+        self.assertAllEqual(data.train.labels, [0, 1, 2, 3, 4, 9])
+        self.assertAllEqual(data.test.labels, [9, 0, 1])
+
+    def test_label_beyond_int32_is_refused_not_wrapped(self):
+        with self.assertRaisesRegex(base.DataError, r"tfds dataset 'cifar10' \(the default data_dir\): "
+                                                    r"y_train\[2\] = 4294967297 does not fit a 32-bit class id"):
+            self._load_with_labels([0, 1, 2**32 + 1, 3], [0, 1])  # int32(2**32 + 1) == 1
+
+    def test_label_beyond_the_declared_classes(self):
+        with self.assertRaisesRegex(base.DataError, r"y_test\[1\] = 10 is outside range\(10\)"):
+            self._load_with_labels([0, 1, 2, 3], [0, 10])
+
+    def test_empty_split_names_the_split_string(self):
+        with tfds.testing.mock_data(num_examples=0):
+            with self.assertRaisesRegex(base.DataError, "tfds dataset 'mnist' .*the tfds split 'train' is empty"):
+                tfds_sources.Mnist().load()
 
     def test_gin_data_dir_for_all_and_per_source(self):
         shared, own = self.create_tempdir().full_path, self.create_tempdir().full_path
