@@ -15,7 +15,8 @@ For conv layers a unit is one (position, channel) output by default (`unit='elem
 channel, active when it fires anywhere in the image (`unit='channel'`).
 
 The full distributions of each evaluation are kept in `self.distributions` and, when the plugin
-knows its run directory (`EvalContext.workdir` if present, else `set_logdir`), written as
+knows its run directory (`EvalContext.workdir` if present, else the `logdir` knob or
+`set_logdir`), written as
 TensorBoard histograms to `<workdir>/tensorboard/eval/` (`neuron_rates/<layer>`,
 `example_rates/<layer>`) and as arrays to `<workdir>/activation_sparsity/step_<N>.npz`, from which
 `plot_distributions` draws the PNGs.
@@ -78,6 +79,7 @@ class ActivationSparsity(base.MetricPlugin):
         bins: int = 20,
         batch_size: int = 512,
         seed: int = 0,
+        logdir: Optional[str] = None,  # run directory for histograms/arrays (see the module docstring)
     ):
         super().__init__(every_n_steps=None)
         if split not in SPLITS:
@@ -90,7 +92,7 @@ class ActivationSparsity(base.MetricPlugin):
         self._layers = None if layers is None else list(layers)
         self._at_steps = None if at_steps is None else set(at_steps)
         self._bins, self._batch_size, self._seed = int(bins), int(batch_size), seed
-        self._logdir: Optional[str] = None
+        self._logdir: Optional[str] = logdir
         self.distributions: dict = {}  # step -> layer -> {'neuron_rates', 'example_rates'}
 
     def set_logdir(self, workdir: str) -> None:
