@@ -1,13 +1,22 @@
-"""Trains one registered experiment, e.g.
+"""Runs one registered experiment: a single training run or a paper's sweep, e.g.
 
-  python launch/train.py --experiment=single_run \
-    --gin_file=gin/mehta2021/sin_mlp_digits.gin --gin_param='INIT_SCALE = 10.0' \
-    --workdir=runs/sin_s10 --seed=0
+  python launch/train.py --gin_file=gin/mehta2021/fig1a_sin_digits.gin \
+    --gin_param='INIT_SCALE = 10.0' --workdir=runs/sin_s10
+
+  python launch/train.py --experiment=extreme_memorization \
+    --gin_file=gin/mehta2021/fig1a_sin_digits.gin --workdir=runs/fig1a
+
+A user error (bad config, bad data, a workdir in use or holding another configuration's run)
+prints one line and exits with status 2; `--verbose` adds the traceback. A sweep whose runs did
+not all finish exits with status 1 after its summary line.
 """
 
-from absl import app, flags
+import sys
 
-from extreme_mem import config, registry
+from absl import app, flags, logging
+
+from extreme_mem import config, registry, registry_imports  # noqa: F401  (registers every plugin)
+from extreme_mem.experiments import base
 
 FLAGS = config.define_flags()
 
@@ -15,9 +24,23 @@ FLAGS = config.define_flags()
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-    config.parse_gin(FLAGS['gin_file'].value, FLAGS['gin_param'].value)
-    experiment_cls = registry.EXPERIMENTS.get(FLAGS['experiment'].value)
-    experiment_cls(workdir=FLAGS['workdir'].value, seed=FLAGS['seed'].value).run()
+    try:
+        config.parse_gin(FLAGS['gin_file'].value, FLAGS['gin_param'].value)
+        experiment_cls = registry.EXPERIMENTS.get(FLAGS['experiment'].value)
+        experiment = experiment_cls(workdir=FLAGS['workdir'].value, seed=FLAGS['seed'].value,
+                                    overwrite=FLAGS['overwrite'].value)
+        result = experiment.run()
+    except base.user_errors() as e:
+        if FLAGS['verbose'].value:
+            raise
+        logging.debug('Traceback of the error below:', exc_info=True)
+        print(f'error: {e}', file=sys.stderr)
+        print('(rerun with --verbose for the traceback)', file=sys.stderr)
+        sys.exit(2)
+    if isinstance(result, dict) and result.get('ok') is False:
+        print(f'{experiment.name}: {result.get("status_line")}; see {FLAGS["workdir"].value}/sweep.md',
+              file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == '__main__':

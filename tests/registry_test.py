@@ -50,6 +50,11 @@ class RegistryTest(absltest.TestCase):
                            (registry.WRITERS, 'tensorboard')]:
             self.assertIn(name, kind)
 
+    def test_every_plugin_module_imports(self):
+        from extreme_mem import registry_imports  # noqa: F401
+
+        self.assertEqual({k: repr(v) for k, v in registry_imports.FAILED.items()}, {})
+
 
 if __name__ == '__main__':
     absltest.main()

@@ -1,12 +1,22 @@
-"""`Experiment`: the composition root. Builds data, model, loss, trainer, metrics and writers,
-runs one training run, and writes the run directory (DESIGN.md section 3).
+"""The experiment layers: `Experiment` (abstract) and `SingleRun` (one training run).
 
-Paper experiments subclass it and override hooks (`build_*`), not `run`. The single-run
-experiment (`single_run`) is this class as is.
+`Experiment` is what a launcher runs: a working directory, a seed and `run()`. `SingleRun`
+(registered `single_run`) is the composition root of one run: it builds data, model, loss,
+trainer, metrics and writers through `build_*` hooks and writes the run directory (DESIGN.md
+section 3). Paper experiments are `sweep_experiment.SweepExperiment`s whose runs are
+`SingleRun`s.
+
+A run directory belongs to one configuration: `results.json` records a hash of the run's
+bindings (`config_hash`). Resuming or skipping a run whose recorded configuration differs is
+refused with the bindings that differ, unless `overwrite` starts it over; a finished run's
+files are never rewritten by a refused or skipped rerun. One process at a time writes a run
+directory (`workdir_lock`).
 """
 
+import abc
 import os
 import pathlib
+import shutil
 from typing import Optional, Sequence
 
 import gin
@@ -18,6 +28,7 @@ from absl import logging
 from extreme_mem import config, registry
 from extreme_mem.data import base as data_base
 from extreme_mem.experiments import observer as observer_lib
+from extreme_mem.experiments import workdir_lock
 from extreme_mem.metrics import suite as suite_lib
 from extreme_mem.summaries import results as results_lib
 from extreme_mem.summaries import writers as writers_lib
@@ -25,14 +36,70 @@ from extreme_mem.train import distribute
 from extreme_mem.train import trainer as trainer_lib
 
 
+class Experiment(abc.ABC):
+    """What a launcher runs: `Experiment(workdir=..., seed=..., overwrite=...).run()`.
+
+    Args:
+      workdir: the directory the experiment owns.
+      seed: global seed (weights, data order, label transforms).
+      overwrite: start over the runs whose recorded configuration differs from this one, or
+        whose checkpoints cannot be read (their old files are deleted); matching runs are
+        still skipped or resumed.
+    """
+
+    name = 'experiment'
+
+    def __init__(self, workdir: str, seed: int = 0, overwrite: bool = False):
+        if not workdir:
+            raise ValueError('An experiment needs a workdir.')
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise config.ConfigError(f'seed must be an integer, got {seed!r}.')
+        self.workdir = str(workdir)
+        self.seed = int(seed)
+        self.overwrite = bool(overwrite)
+
+    @abc.abstractmethod
+    def run(self) -> dict:
+        """Runs (or resumes) the experiment; returns its results."""
+
+
+def user_errors() -> tuple:
+    """Errors that a user's config, data or workdir cause: launchers print them in one line."""
+    errors = [config.ConfigError, workdir_lock.WorkdirError, LookupError]
+    errors += [e for e in (getattr(data_base, 'DataError', None),) if e is not None]
+    return tuple(errors)
+
+
+def _sweep_configurables() -> list:
+    """Class names of the registered experiments other than `SingleRun`: their bindings (sweep
+    axes, parallelism, report options) do not change what a single run computes."""
+    return [registry.EXPERIMENTS.get(n).__name__ for n in registry.EXPERIMENTS.names()
+            if registry.EXPERIMENTS.get(n) is not SingleRun]
+
+
+def _clear_run_files(workdir: pathlib.Path) -> None:
+    """Deletes a run's outputs (not its lock) so it starts over."""
+    for child in workdir.iterdir():
+        if child.name == workdir_lock.LOCK_NAME:
+            continue
+        if child.is_dir():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
 @registry.EXPERIMENTS.register('single_run')
-@gin.configurable(module='experiments', denylist=['workdir', 'seed'])
-class Experiment:
+@gin.configurable('Experiment', module='experiments', denylist=['workdir', 'seed', 'overwrite'])
+class SingleRun(Experiment):
     """One training run: `dataset` + `model` + `loss` trained by `train.Trainer`.
+
+    Its gin knobs keep the name `experiments.Experiment.*` (e.g.
+    `experiments.Experiment.dataset = 'npz'`), as in every gin file.
 
     Args:
       workdir: run directory.
       seed: global seed (weights, data order, label transforms).
+      overwrite: see `Experiment`.
       dataset: name in `registry.DATASETS`.
       model: name in `registry.MODELS`.
       loss: name in `registry.LOSSES`.
@@ -51,11 +118,9 @@ class Experiment:
         loss: str = 'cross_entropy',
         metrics: Sequence[str] = (),
         writers: Sequence[str] = ('tensorboard', 'console'),
+        overwrite: bool = False,
     ):
-        if not workdir:
-            raise ValueError('An experiment needs a workdir.')
-        self.workdir = str(workdir)
-        self.seed = int(seed)
+        super().__init__(workdir=workdir, seed=seed, overwrite=overwrite)
         self._dataset, self._model, self._loss = dataset, model, loss
         self._metrics, self._writers = list(metrics), list(writers)
         # Fail on unknown names before any work.
@@ -92,15 +157,46 @@ class Experiment:
     # ---- run ----------------------------------------------------------------------------------
 
     def run(self) -> dict:
-        """Trains one run into `workdir`; returns the final results.json content."""
-        os.makedirs(self.workdir, exist_ok=True)
-        keras.utils.set_random_seed(self.seed)
-        config.save_operative_config(self.workdir, started=False)
-        record = results_lib.RunRecord(self.workdir, self.name, config.config_dict())
-        previous = results_lib.read(self.workdir)
+        """Trains one run into `workdir` (or resumes it); returns the final results.json content."""
+        workdir = pathlib.Path(self.workdir)
+        with workdir_lock.WorkdirLock(workdir):
+            return self._run_locked(workdir)
+
+    def identity(self) -> tuple[str, dict]:
+        """`(hash, bindings)` of what this run computes: its bindings and seed, without the
+        knobs of sweep experiments."""
+        digest, bindings = config.config_identity(exclude=_sweep_configurables(), extra={'seed': self.seed})
+        return digest, bindings
+
+    def _check_previous(self, workdir: pathlib.Path, digest: str, bindings: dict) -> Optional[dict]:
+        """The earlier record if it belongs to this configuration; None if there is none (or it
+        was cleared by `overwrite`). Raises `WorkdirError` for another configuration's run."""
+        previous = results_lib.read(workdir)
+        if previous is None:
+            return None
+        recorded = previous.get('config_hash')
+        if recorded is not None and recorded != digest:
+            if self.overwrite:
+                logging.warning('%s held a run of another configuration (%s); starting over (overwrite).',
+                                workdir, config.describe_differences(previous.get('config', {}), bindings))
+                _clear_run_files(workdir)
+                return None
+            raise workdir_lock.WorkdirError(
+                f'{workdir} holds a run of another configuration ('
+                f'{config.describe_differences(previous.get("config", {}), bindings)}). '
+                'Use a new --workdir, or rerun with --overwrite to start this run over.')
+        return previous
+
+    def _run_locked(self, workdir: pathlib.Path) -> dict:
+        digest, bindings = self.identity()
+        previous = self._check_previous(workdir, digest, bindings)
         if previous and previous.get('status') == 'done':
-            logging.info('%s is already done; nothing to run.', self.workdir)
+            logging.info('%s is already done with this configuration; nothing to run.', workdir)
             return previous
+        keras.utils.set_random_seed(self.seed)
+        config.save_operative_config(workdir, started=False)
+        record = results_lib.RunRecord(workdir, self.name, bindings)
+        record.data['config_hash'] = digest
         data = self.build_dataset()
         logging.info('Data %s: %d train / %d test examples, %d classes, shape %s.', data.info.name,
                      data.train.num_examples, data.test.num_examples, data.info.num_classes, data.info.input_shape)
@@ -109,7 +205,7 @@ class Experiment:
             trainer = self.build_trainer(model, self.build_loss(), data.info)
         suite = self.build_metrics()
         writers = self.build_writers()
-        ckpt_dir = pathlib.Path(self.workdir) / 'checkpoints'
+        ckpt_dir = workdir / 'checkpoints'
         latest = tf.train.latest_checkpoint(str(ckpt_dir)) if ckpt_dir.exists() else None
         if latest:
             record.resume(int(latest.rsplit('-', 1)[-1]))
@@ -122,7 +218,7 @@ class Experiment:
             writers.close()
             raise
         writers.close()
-        config.save_operative_config(self.workdir)  # now complete: every configurable was called
+        config.save_operative_config(workdir)  # now complete: every configurable was called
         record.data['final_step'] = fit.step
         record.finish(fit.status, fit.final)
         logging.info('Run %s: %s at step %d; %s', self.workdir, fit.status, fit.step,

@@ -1,12 +1,20 @@
-"""Sweeps: expand axes into runs, run several at once, skip finished runs, aggregate.
+"""Sweeps: expand axes into run specs, run them (several at once), aggregate their finals.
 
-A sweep only generates gin bindings (`--gin_param` lists); each run is a separate process of
-`launch/train.py` in `<workdir>/runs/<run_name>/`, so runs never share gin or TF state and a
-killed sweep resumes by rerunning: finished runs (`status: done`) are skipped, others resume
-from their checkpoints. Axes are a grid, or random samples (log-uniform / uniform / choice, as
-in the random-labels paper, appendix B).
+A sweep only generates gin bindings: each run is `launch/train.py --experiment=single_run` in
+`<workdir>/runs/<run_name>/`, started with the gin files and `--gin_param`s the sweep itself
+was launched with (`config.parsed_files_and_bindings`) plus the run's own bindings. Runs
+therefore never share gin or TF state, and a rerun of the sweep reruns every run's process:
+each one checks its recorded configuration and skips (done), resumes (from its checkpoints)
+or refuses (another configuration; `--overwrite` starts it over). Children die with the
+sweep: they get SIGTERM when the sweep process dies, even by SIGKILL.
+
+Axes: a grid (`{key: [values]}`; a key `'A, B'` with tuple values is a *zipped* axis), named
+variants crossed with the grid, random samples (log-uniform / uniform / choice, as in the
+random-labels paper, appendix B), and seeds.
 """
 
+import ast
+import ctypes
 import dataclasses
 import itertools
 import json
@@ -14,11 +22,13 @@ import math
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent import futures
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 from absl import logging
@@ -28,35 +38,113 @@ from extreme_mem.summaries import report
 from extreme_mem.summaries import results as results_lib
 
 TRAIN_SCRIPT = config.REPO_ROOT / 'launch' / 'train.py'
+DISTRIBUTIONS = ('loguniform', 'uniform', 'choice')
+STATUSES = ('done', 'failed', 'diverged', 'running', 'missing')
 
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """One run of a sweep: its directory name, axis values and gin bindings."""
+    """One run of a sweep.
+
+    Attributes:
+      name: directory name under `<workdir>/runs/`.
+      values: axis values (and `variant`, `seed` when the sweep has them), for tables.
+      bindings: gin binding strings applied after the sweep's own config.
+      seed: the run's seed (None: the sweep's seed).
+    """
 
     name: str
     values: dict
     bindings: tuple
+    seed: Optional[int] = None
 
 
-def _binding(key: str, value) -> str:
-    return f'{key} = {value!r}'
+def _format(value) -> str:
+    return f'{value:g}' if isinstance(value, float) else str(value)
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r'[^A-Za-z0-9_.=,+-]', '_', text) or 'run'
 
 
 def _run_name(values: dict) -> str:
-    parts = [f'{k.split(".")[-1]}={v:g}' if isinstance(v, float) else f'{k.split(".")[-1]}={v}'
-             for k, v in values.items()]
-    return re.sub(r'[^A-Za-z0-9_.=,+-]', '_', ','.join(parts)) or 'run'
+    return safe_name(','.join(f'{k.split(".")[-1]}={_format(v)}' for k, v in values.items()))
 
 
-def make_spec(values: dict) -> RunSpec:
-    return RunSpec(_run_name(values), dict(values), tuple(_binding(k, v) for k, v in values.items()))
+def expand_axes(axes: Optional[Mapping[str, Sequence]]) -> list:
+    """Grid points of `axes` as `{binding_key: value}` dicts, in order.
+
+    Args:
+      axes: binding key -> values. A key made of comma-separated binding keys is a zipped axis
+        whose values are tuples, one entry per key, e.g.
+        `{'INIT_SCALE, losses.hinge.margin': [(0.001, 1.0), (0.01, 10.0)]}`. None or {} is a
+        single point without bindings.
+
+    Raises:
+      ValueError: an axis without values, or a zipped value of the wrong length.
+    """
+    choices = []
+    for key, values in (axes or {}).items():
+        keys = [k.strip() for k in key.split(',') if k.strip()]
+        values = list(values)
+        if not keys or not values:
+            raise ValueError(f'Sweep axis {key!r} needs a binding key and at least one value, got {values!r}.')
+        points = []
+        for v in values:
+            if len(keys) == 1:
+                points.append({keys[0]: v})
+            elif not isinstance(v, (tuple, list)) or len(v) != len(keys):
+                raise ValueError(f'Zipped sweep axis {key!r} needs {len(keys)}-tuples, got {v!r}.')
+            else:
+                points.append(dict(zip(keys, v)))
+        choices.append(points)
+    return [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*choices)]
+
+
+def make_specs(
+    axes: Optional[Mapping[str, Sequence]] = None,
+    variants: Optional[Mapping[str, Mapping]] = None,
+    seeds: Optional[Sequence[int]] = None,
+    points: Optional[Sequence[dict]] = None,
+) -> list:
+    """One `RunSpec` per (variant, grid point, seed).
+
+    Args:
+      axes: see `expand_axes`.
+      variants: variant name -> `{binding_key: value}` applied before the axis values; None: one
+        unnamed variant without bindings.
+      seeds: every spec is crossed with these seeds (name suffix `seed=N`); None: the sweep's seed.
+      points: explicit points (e.g. `random_points`) used instead of the grid of `axes`.
+
+    Returns:
+      RunSpecs named `<variant>,<axis>=<value>,...[,seed=N]`; `values` holds `variant` (if any),
+      the axis values and `seed` (if any).
+    """
+    points = list(points) if points is not None else expand_axes(axes)
+    named = bool(variants)
+    specs = []
+    for variant, variant_bindings in (variants or {'': {}}).items():
+        for values in points:
+            for seed in (seeds if seeds else [None]):
+                parts = ([str(variant)] if named else []) + ([_run_name(values)] if values else [])
+                parts += [f'seed={seed}'] if seed is not None else []
+                bindings = {**dict(variant_bindings or {}), **values}
+                specs.append(RunSpec(
+                    name=safe_name(','.join(parts)),
+                    values={**({'variant': variant} if named else {}), **values,
+                            **({'seed': seed} if seed is not None else {})},
+                    bindings=tuple(f'{k} = {v!r}' for k, v in bindings.items()),
+                    seed=seed,
+                ))
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f'Sweep run names collide: {names}')
+    return specs
 
 
 def grid(axes: dict) -> list:
     """Every combination of `axes` (`{binding_key: [values]}`), in order."""
-    keys = list(axes)
-    return [make_spec(dict(zip(keys, combo))) for combo in itertools.product(*(axes[k] for k in keys))]
+    return make_specs(axes)
 
 
 def parse_axis(text: str):
@@ -64,8 +152,6 @@ def parse_axis(text: str):
     if '=' not in text:
         raise ValueError(f'Sweep axis {text!r} must look like KEY=v1,v2,...')
     key, _, values = text.partition('=')
-    import ast  # pylint: disable=g-import-not-at-top
-
     parsed = []
     for v in values.split(','):
         v = v.strip()
@@ -76,21 +162,21 @@ def parse_axis(text: str):
     return key.strip(), parsed
 
 
-DISTRIBUTIONS = ('loguniform', 'uniform', 'choice')
-
-
-def random_search(space: dict, num_samples: int, seed: int = 0) -> list:
-    """`num_samples` random points of `space`.
+def random_points(space: Mapping, num_samples: int, seed: int = 0) -> list:
+    """`num_samples` random points `{binding_key: value}` of `space`.
 
     Args:
       space: `{binding_key: (kind, args)}`, kind in `DISTRIBUTIONS`: `('loguniform', (lo, hi))`,
         `('uniform', (lo, hi))`, `('choice', [values])`.
-      num_samples: number of runs.
+      num_samples: number of points.
       seed: sampling seed.
     """
+    for key, (kind, _) in space.items():
+        if kind not in DISTRIBUTIONS:
+            raise ValueError(f'Unknown distribution {kind!r} for {key}; valid: {list(DISTRIBUTIONS)}.')
     rng = np.random.default_rng(seed)
-    specs = []
-    for i in range(num_samples):
+    points = []
+    for _ in range(num_samples):
         values = {}
         for key, (kind, args) in space.items():
             if kind == 'loguniform':
@@ -98,12 +184,18 @@ def random_search(space: dict, num_samples: int, seed: int = 0) -> list:
                 values[key] = float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
             elif kind == 'uniform':
                 values[key] = float(rng.uniform(*args))
-            elif kind == 'choice':
-                values[key] = args[int(rng.integers(len(args)))]
             else:
-                raise ValueError(f'Unknown distribution {kind!r} for {key}; valid: {list(DISTRIBUTIONS)}.')
-        spec = make_spec(values)
-        specs.append(dataclasses.replace(spec, name=f'{i:03d}_{spec.name}'))
+                values[key] = args[int(rng.integers(len(args)))]
+        points.append(values)
+    return points
+
+
+def random_search(space: Mapping, num_samples: int, seed: int = 0, variants=None, seeds=None) -> list:
+    """Specs of `random_points(space, num_samples, seed)` (× variants × seeds), named `<i>_<values>`."""
+    specs = []
+    for i, point in enumerate(random_points(space, num_samples, seed)):
+        specs += [dataclasses.replace(s, name=f'{i:03d}_{s.name}')
+                  for s in make_specs(variants=variants, seeds=seeds, points=[point])]
     return specs
 
 
@@ -111,52 +203,215 @@ def run_dir(workdir: os.PathLike, spec: RunSpec) -> pathlib.Path:
     return pathlib.Path(workdir) / 'runs' / spec.name
 
 
-def _run_one(spec: RunSpec, workdir, experiment, gin_files, gin_params, seed, timeout) -> dict:
+# ---- running ------------------------------------------------------------------------------------
+
+_LIBC = None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: receive SIGTERM when the sweep process dies (Linux)."""
+    global _LIBC
+    try:
+        _LIBC = _LIBC or ctypes.CDLL(None, use_errno=True)
+        _LIBC.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class _Children:
+    """The sweep's live child processes, so a signal to the sweep reaches them too."""
+
+    def __init__(self):
+        self._procs, self._lock = set(), threading.Lock()
+
+    def add(self, proc):
+        with self._lock:
+            self._procs.add(proc)
+
+    def remove(self, proc):
+        with self._lock:
+            self._procs.discard(proc)
+
+    def signal_all(self, signum):
+        with self._lock:
+            for proc in self._procs:
+                try:
+                    os.killpg(proc.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+
+_CHILDREN = _Children()
+
+
+def _forward_signals():
+    """Installs SIGTERM/SIGINT handlers that pass the signal to every child, then exit."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum, frame):
+        del frame
+        _CHILDREN.signal_all(signum)
+        raise SystemExit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, handler)
+
+
+def read_record(directory: os.PathLike) -> Optional[dict]:
+    """A run's results.json, or None (logged) when it is missing or unreadable."""
+    try:
+        record = results_lib.read(directory)
+    except (OSError, ValueError) as e:
+        logging.error('Unreadable %s: %s', pathlib.Path(directory) / results_lib.FILENAME, e)
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _run_process(spec, workdir, gin_files, gin_params, seed, timeout, overwrite) -> dict:
     directory = run_dir(workdir, spec)
-    record = results_lib.read(directory)
-    if record and record.get('status') == 'done':
-        logging.info('skip %s (done)', spec.name)
-        return record
     directory.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(TRAIN_SCRIPT), f'--experiment={experiment}', f'--workdir={directory}',
-           f'--seed={seed}']
+    cmd = [sys.executable, str(TRAIN_SCRIPT), '--experiment=single_run', f'--workdir={directory}',
+           f'--seed={spec.seed if spec.seed is not None else seed}']
     cmd += [f'--gin_file={f}' for f in gin_files]
     cmd += [f'--gin_param={p}' for p in list(gin_params) + list(spec.bindings)]
-    logging.info('start %s', spec.name)
+    cmd += ['--overwrite'] if overwrite else []
     start = time.time()
-    try:
-        with open(directory / 'log.txt', 'a') as log:
-            returncode = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout,
-                                        check=False).returncode
-    except subprocess.TimeoutExpired:
-        returncode = f'timed out after {timeout} s'  # the run resumes from its checkpoint next time
-    record = results_lib.read(directory) or {'status': 'failed', 'final': {}, 'history': []}
+    with open(directory / 'log.txt', 'a') as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+                                start_new_session=True)
+        _CHILDREN.add(proc)
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            returncode = f'timed out after {timeout} s'  # the run resumes from its checkpoint next time
+        finally:
+            _CHILDREN.remove(proc)
+    record = read_record(directory) or {'final': {}, 'history': []}
     if returncode != 0:
-        logging.error('%s failed (%s); see %s', spec.name, returncode, directory / 'log.txt')
-        record['status'] = 'failed'
-    logging.info('end %s: %s in %.0f s', spec.name, record.get('status'), time.time() - start)
+        tail = _last_line(directory / 'log.txt')
+        logging.error('%s failed (%s): %s (log: %s)', spec.name, returncode, tail, directory / 'log.txt')
+        record = {**record, 'status': 'failed', 'error': tail}
+    record['seconds'] = time.time() - start
     return record
+
+
+def _last_line(path: pathlib.Path) -> str:
+    try:
+        lines = [l for l in path.read_text(errors='replace').splitlines() if l.strip()]
+    except OSError:
+        return ''
+    return lines[-1].strip() if lines else ''
+
+
+def run_in_process(spec, workdir, gin_files, gin_params, seed, overwrite) -> dict:
+    """Runs one spec as a `SingleRun` in this process (tests, debugging); restores nothing."""
+    import gin  # pylint: disable=g-import-not-at-top
+    import keras  # pylint: disable=g-import-not-at-top
+
+    from extreme_mem import registry  # pylint: disable=g-import-not-at-top
+
+    directory = run_dir(workdir, spec)
+    start = time.time()
+    gin.clear_config()
+    config.parse_gin(gin_files, list(gin_params) + list(spec.bindings))
+    try:
+        record = registry.EXPERIMENTS.get('single_run')(
+            workdir=str(directory), seed=spec.seed if spec.seed is not None else seed, overwrite=overwrite).run()
+    except Exception as e:  # pylint: disable=broad-except  (a failed run must not stop the sweep)
+        logging.exception('Run %s failed.', spec.name)
+        record = {**(read_record(directory) or {'final': {}, 'history': []}), 'status': 'failed', 'error': str(e)}
+    keras.backend.clear_session()
+    return {**record, 'seconds': time.time() - start}
 
 
 def run_sweep(
     specs: Sequence[RunSpec],
     workdir: str,
-    experiment: str = 'single_run',
     gin_files: Sequence[str] = (),
     gin_params: Sequence[str] = (),
     seed: int = 0,
     parallel: int = 2,
     timeout: Optional[float] = None,
+    overwrite: bool = False,
+    in_process: bool = False,
 ) -> list:
-    """Runs every spec (skipping finished ones), `parallel` at once; returns `[(spec, record)]`."""
+    """Runs every spec, `parallel` at once; returns `[(spec, record)]` in spec order.
+
+    Each run's own process decides whether it is done, resumes or is refused (module docstring).
+    Progress lines give `k/N`, the run's status and time, and an overall ETA.
+
+    Args:
+      in_process: run the specs one after another in this process (tests and debugging: they
+        then share TF state, and the caller's gin config is replaced).
+    """
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f'Sweep run names collide: {names}')
+    if parallel < 1:
+        raise ValueError(f'parallel must be >= 1, got {parallel}.')
     os.makedirs(workdir, exist_ok=True)
-    gin_files = [str(config._resolve(f)) for f in gin_files]  # pylint: disable=protected-access
-    with futures.ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        jobs = [pool.submit(_run_one, s, workdir, experiment, gin_files, gin_params, seed, timeout) for s in specs]
+    gin_files = [str(pathlib.Path(config._resolve(f)).resolve()) for f in gin_files]  # pylint: disable=protected-access
+    progress = _Progress(len(specs))
+    if in_process:
+        results = []
+        for spec in specs:
+            record = run_in_process(spec, workdir, gin_files, gin_params, seed, overwrite)
+            progress.done(spec, record)
+            results.append((spec, record))
+        return results
+    _forward_signals()
+
+    def one(spec):
+        record = _run_process(spec, workdir, gin_files, gin_params, seed, timeout, overwrite)
+        progress.done(spec, record)
+        return record
+
+    with futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+        jobs = [pool.submit(one, s) for s in specs]
         return [(s, j.result()) for s, j in zip(specs, jobs)]
+
+
+class _Progress:
+    """'[k/N] name: status in 12 s; ETA 0:03:10' lines as runs finish."""
+
+    def __init__(self, total: int):
+        self._total, self._finished, self._start = total, 0, time.time()
+        self._lock = threading.Lock()
+
+    def done(self, spec, record):
+        with self._lock:
+            self._finished += 1
+            elapsed = time.time() - self._start
+            eta = elapsed / self._finished * (self._total - self._finished)
+            logging.info('[%d/%d] %s: %s in %.0f s; sweep ETA %s', self._finished, self._total, spec.name,
+                         (record or {}).get('status', 'missing'), (record or {}).get('seconds', 0.0),
+                         time.strftime('%H:%M:%S', time.gmtime(eta)))
+
+
+def status_counts(results: Sequence) -> dict:
+    """`{status: count}` over `[(spec, record)]`, every status in `STATUSES` present."""
+    counts = {s: 0 for s in STATUSES}
+    for _, record in results:
+        status = (record or {}).get('status', 'missing')
+        counts[status if status in counts else 'failed'] += 1
+    return counts
+
+
+def status_line(results: Sequence) -> str:
+    """'k done, m failed, d diverged' (plus running/missing when any)."""
+    counts = status_counts(results)
+    parts = [f'{counts[s]} {s}' for s in ('done', 'failed', 'diverged')]
+    parts += [f'{counts[s]} {s}' for s in ('running', 'missing') if counts[s]]
+    return ', '.join(parts)
+
+
+def all_ok(results: Sequence) -> bool:
+    """True when every run finished (`done`; a `diverged` run also finished, and is reported)."""
+    counts = status_counts(results)
+    return counts['failed'] == counts['running'] == counts['missing'] == 0
 
 
 DEFAULT_COLUMNS = ('train/accuracy', 'test/accuracy', 'train/loss', 'test/loss')

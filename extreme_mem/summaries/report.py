@@ -114,7 +114,8 @@ def markdown_table(rows: Sequence[dict], columns: Optional[Sequence[str]] = None
     return '\n'.join(lines)
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib's pyplot on the headless Agg backend (imported lazily)."""
     import matplotlib  # pylint: disable=g-import-not-at-top
 
     matplotlib.use('Agg')
@@ -123,7 +124,7 @@ def _pyplot():
     return plt
 
 
-def _save(fig, ax, path: os.PathLike, legend: bool) -> None:
+def save_figure(fig, ax, path: os.PathLike, legend: bool = False) -> None:
     """Grid, optional legend, tight layout; writes the PNG (creating its directory) and closes."""
     ax.grid(alpha=0.3)
     if legend:
@@ -131,7 +132,7 @@ def _save(fig, ax, path: os.PathLike, legend: bool) -> None:
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.fspath(path)) or '.', exist_ok=True)
     fig.savefig(path, dpi=100)
-    _pyplot().close(fig)
+    pyplot().close(fig)
 
 
 def plot_panel(
@@ -167,7 +168,7 @@ def plot_panel(
             drawn.append(label)
     if not lines:
         return []
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, steps, values in lines:
         ax.plot(steps, values, label=label)
@@ -177,7 +178,7 @@ def plot_panel(
     if logy:
         ax.set_yscale('log')
     ax.set_title(title or name, fontsize=10)
-    _save(fig, ax, path, legend=True)
+    save_figure(fig, ax, path, legend=True)
     return drawn
 
 
@@ -197,7 +198,7 @@ def plot_scatter(
     count = sum(len(p) for p in finite.values())
     if not count:
         return 0
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for group, pts in finite.items():
         if not pts:
@@ -210,7 +211,7 @@ def plot_scatter(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    _save(fig, ax, path, legend=any(g for g in finite))
+    save_figure(fig, ax, path, legend=any(g for g in finite))
     return count
 
 

@@ -25,7 +25,7 @@ class SingleRunTest(testing.GinCleanMixin, tf.test.TestCase):
     def test_run_directory_contract(self):
         config.parse_gin(['gin/mehta2021/fig1a_sin_digits.gin'], SMALL, finalize=False)
         workdir = self.create_tempdir().full_path
-        record = base.Experiment(workdir=workdir, seed=0).run()
+        record = base.SingleRun(workdir=workdir, seed=0).run()
         self.assertEqual(record['status'], 'done')
         with open(os.path.join(workdir, 'results.json')) as f:
             saved = json.load(f)
@@ -35,7 +35,7 @@ class SingleRunTest(testing.GinCleanMixin, tf.test.TestCase):
             self.assertIn(tag, saved['final'])
         self.assertEqual([h['step'] for h in saved['history']], [0, 3, 6])
         self.assertEqual(saved['final']['test/accuracy'], saved['history'][-1]['test/accuracy'])
-        self.assertIn('models.mlp.width', saved['config'])
+        self.assertEqual(saved['config']['mlp.width'], '32')
         operative = open(os.path.join(workdir, 'operative_config.gin')).read()
         self.assertIn('mlp.width = 32', operative)
         self.assertIn('Trainer.learning_rate = 0.01', operative)
@@ -48,18 +48,18 @@ class SingleRunTest(testing.GinCleanMixin, tf.test.TestCase):
                          SMALL + ["models.mlp.activation = 'relu'", 'INIT_SCALE = 1e3',
                                   'train.Trainer.learning_rate = 1e12'], finalize=False)
         workdir = self.create_tempdir().full_path
-        record = base.Experiment(workdir=workdir, seed=0).run()
+        record = base.SingleRun(workdir=workdir, seed=0).run()
         self.assertEqual(record['status'], 'diverged')
         self.assertEqual(json.load(open(os.path.join(workdir, 'results.json')))['status'], 'diverged')
 
     def test_unknown_names_fail_before_training(self):
         with self.assertRaisesRegex(LookupError, "Unknown dataset 'digitz'.*Did you mean 'digits'"):
-            base.Experiment(workdir=self.create_tempdir().full_path, dataset='digitz')
+            base.SingleRun(workdir=self.create_tempdir().full_path, dataset='digitz')
         with self.assertRaisesRegex(LookupError, "Unknown metric 'acuracy'"):
-            base.Experiment(workdir=self.create_tempdir().full_path, metrics=['acuracy'])
+            base.SingleRun(workdir=self.create_tempdir().full_path, metrics=['acuracy'])
 
     def test_registered(self):
-        self.assertIs(registry.EXPERIMENTS.get('single_run'), base.Experiment)
+        self.assertIs(registry.EXPERIMENTS.get('single_run'), base.SingleRun)
 
 
 def _train_cmd(workdir, steps):
