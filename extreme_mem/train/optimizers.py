@@ -43,7 +43,7 @@ def adam(
 def rmsprop(
     learning_rate, weight_decay=0.0, momentum=0.0, nesterov=False, rho=0.9, epsilon=1e-7, centered=False,
 ) -> keras.optimizers.Optimizer:
-    """Tieleman & Hinton (2012): `s ← ρ s + (1 − ρ) g²;  w ← w − lr g / (√s + ε)` (Keras form)."""
+    """Tieleman & Hinton (2012): `s ← ρ s + (1 − ρ) g²;  w ← w − lr g / √(s + ε)` (Keras form)."""
     del nesterov
     return keras.optimizers.RMSprop(learning_rate, rho=rho, momentum=momentum, epsilon=epsilon, centered=centered,
                                     weight_decay=_wd(weight_decay))
@@ -53,7 +53,7 @@ def rmsprop(
 def adagrad(
     learning_rate, weight_decay=0.0, momentum=0.0, nesterov=False, initial_accumulator_value=0.1, epsilon=1e-7,
 ) -> keras.optimizers.Optimizer:
-    """Duchi et al. (JMLR 2011): `s ← s + g²;  w ← w − lr g / (√s + ε)` (Keras form)."""
+    """Duchi et al. (JMLR 2011): `s ← s + g²;  w ← w − lr g / √(s + ε)` (Keras form)."""
     del momentum, nesterov
     return keras.optimizers.Adagrad(learning_rate, initial_accumulator_value=initial_accumulator_value,
                                     epsilon=epsilon, weight_decay=_wd(weight_decay))

@@ -2,6 +2,7 @@
 
 import os
 
+import gin
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
@@ -9,6 +10,7 @@ from absl.testing import parameterized
 from extreme_mem import losses
 from extreme_mem.data import base as data_base
 from extreme_mem.models import mlp
+from extreme_mem.train import outputs as outputs_lib
 from extreme_mem.train import schedules, trainer
 from tests import testing
 
@@ -174,6 +176,180 @@ class TrainerTest(tf.test.TestCase, parameterized.TestCase):
                             atol=1e-7)
         self.assertAllClose(out.per_example_loss, losses.cross_entropy(out.labels, out.logits))
         self.assertIsInstance(data, data_base.Data)
+
+
+class Every(trainer.Observer):
+    """Asks for `needs` on steps `steps`; records what it saw."""
+
+    def __init__(self, steps, needs=frozenset({'outputs'})):
+        self._steps, self._needs, self.seen = set(steps), frozenset(needs), {}
+
+    def needs(self, step):
+        return self._needs if step in self._steps else frozenset()
+
+    def on_step(self, step, outputs):
+        self.seen[step] = outputs
+
+
+class MultiStepLoopTest(tf.test.TestCase, parameterized.TestCase):
+
+    def _trainer(self, model, loop='multi_step', **kwargs):
+        kwargs = {**dict(learning_rate=0.1, momentum=0.9, batch_size=8, num_steps=23, eval_every=10, log_every=5,
+                         checkpoint_every=10, schedule='cosine'), **kwargs}
+        return trainer.Trainer(model, losses.cross_entropy, 3, loop=loop, **kwargs)
+
+    def test_same_weights_as_one_step_per_call(self):
+        data = testing.blobs(num_train=50)
+        multi = mlp.mlp((5,), 3, width=8, activation='tanh', initializer='glorot_uniform', init_scale=1.0, seed=1)
+        single = mlp.mlp((5,), 3, width=8, activation='tanh', initializer='glorot_uniform', init_scale=1.0, seed=1)
+        a = self._trainer(multi).fit(data, self.create_tempdir().full_path, 0, Every([3, 12]))
+        b = self._trainer(single, loop='per_step').fit(data, self.create_tempdir().full_path, 0, Every([3, 12]))
+        self.assertEqual((a.status, a.step), (b.status, b.step))
+        for x, y in zip(multi.get_weights(), single.get_weights()):
+            self.assertAllClose(x, y, rtol=1e-6, atol=1e-7)
+        self.assertEqual(a.final, b.final)
+
+    def test_calls_run_to_the_next_boundary(self):
+        data = testing.blobs(num_train=50)
+        t = self._trainer(linear_model(), num_steps=23, log_every=100, eval_every=10, checkpoint_every=100)
+        sizes, loop = [], t._train_loop
+
+        def spy(iterator, k):
+            sizes.append(int(k))
+            return loop(iterator, k)
+
+        t._train_loop = spy
+        result = t.fit(data, self.create_tempdir().full_path, 0, Every([3, 12]))
+        self.assertEqual(result.step, 23)
+        # Boundaries: observed steps 3 and 12 (run alone), evaluations at 10 and 20, the end at 23.
+        self.assertEqual(sizes, [3, 6, 2, 7, 3])
+
+    def test_non_finite_loss_stops_at_that_step_and_says_no_checkpoint(self):
+        data = testing.blobs(num_train=50)
+        steps = {}
+        for loop in trainer.LOOPS:
+            model = mlp.mlp((5,), 3, width=8, activation='relu', initializer='glorot_uniform', init_scale=30.0,
+                            seed=0)
+            t = trainer.Trainer(model, losses.cross_entropy, 3, learning_rate=1e18, batch_size=8, num_steps=40,
+                                eval_every=20, log_every=20, checkpoint_every=20, loop=loop, divergence_factor=None)
+            with self.assertLogs('absl', level='ERROR') as logs:
+                result = t.fit(data, self.create_tempdir().full_path, 0)
+            self.assertEqual(result.status, 'diverged')
+            steps[loop] = result.step
+            message = '\n'.join(logs.output)
+            self.assertIn('no checkpoint was written', message)
+            self.assertNotIn('kept checkpoint', message)
+        self.assertLess(steps['multi_step'], 20)
+        self.assertEqual(steps['multi_step'], steps['per_step'])
+
+    def test_loss_explosion_ends_run_as_diverged(self):
+        data = testing.blobs(num_train=24)
+        model = linear_model()
+
+        class Blowup(trainer.Observer):
+            """Scales the kernel 1e4x after the evaluation at step 2 (finite, but the loss explodes)."""
+
+            def on_eval(self, step, results, evals):
+                if step == 2:
+                    kernel = model.get_layer('logits').kernel
+                    kernel.assign(kernel * 1e4)
+
+        t = trainer.Trainer(model, losses.cross_entropy, 3, learning_rate=1e-6, batch_size=8, num_steps=20,
+                            eval_every=2, checkpoint_every=2, log_every=100, divergence_factor=100.0,
+                            divergence_patience=2)
+        with self.assertLogs('absl', level='ERROR') as logs:
+            result = t.fit(data, self.create_tempdir().full_path, 0, Blowup())
+        self.assertEqual((result.status, result.step), ('diverged', 6))  # above 100x at evaluations 4 and 6
+        self.assertTrue(np.isfinite(result.final['train/loss']))
+        self.assertRegex('\n'.join(logs.output), r'above 100 x its initial value.*kept checkpoint .*ckpt-4 \(step 4\)')
+
+    def test_explosion_rule_off(self):
+        data = testing.blobs(num_train=24)
+        model = linear_model()
+
+        class Blowup(trainer.Observer):
+            def on_eval(self, step, results, evals):
+                if step == 2:
+                    model.get_layer('logits').kernel.assign(model.get_layer('logits').kernel * 1e4)
+
+        t = trainer.Trainer(model, losses.cross_entropy, 3, learning_rate=1e-6, batch_size=8, num_steps=8,
+                            eval_every=2, log_every=100, divergence_factor=None)
+        self.assertEqual(t.fit(data, self.create_tempdir().full_path, 0, Blowup()).status, 'done')
+
+    @parameterized.parameters(
+        ('num_steps', True, 'num_steps must be a positive integer, got True'),
+        ('learning_rate', 'abc', "learning_rate must be a number > 0.0, got 'abc'"),
+        ('eval_every', 2.5, 'eval_every must be a positive integer'),
+        ('loop', 'fast', r"Unknown train.Trainer.loop 'fast'; valid: \['multi_step', 'per_step'\]"),
+        ('divergence_factor', 0.5, 'divergence_factor must be a number > 1.0'),
+    )
+    def test_bad_knobs_name_the_binding(self, name, value, message):
+        with self.assertRaisesRegex(ValueError, message):
+            trainer.Trainer(linear_model(), losses.cross_entropy, 3, **{name: value})
+
+    def test_gram_only_on_steps_that_need_it(self):
+        data = testing.blobs(num_train=16)
+        model = linear_model()
+
+        class GramAt2(trainer.Observer):
+            def __init__(self):
+                self.seen = {}
+
+            def needs(self, step):
+                return {1: {outputs_lib.Need.GRAD_STATS}, 2: {outputs_lib.Need.GRAM}}.get(step, frozenset())
+
+            def on_step(self, step, outputs):
+                self.seen[step] = outputs
+
+        watch = GramAt2()
+        trainer.Trainer(model, losses.cross_entropy, 3, batch_size=8, num_steps=3, eval_every=10).fit(
+            data, self.create_tempdir().full_path, 0, watch)
+        self.assertIsNone(watch.seen[1].grad_stats['logits/kernel'].gram)
+        out = watch.seen[2]
+        # Linear softmax model: g_i = x_i ⊗ (p_i − y_i), so <g_i, g_j> = (x_i·x_j)(δ_i·δ_j).
+        x = data.train.images[out.index.numpy()]
+        p = tf.nn.softmax(out.logits).numpy()
+        delta = p - np.eye(3)[out.labels.numpy()]
+        self.assertAllClose(out.grad_stats['logits/kernel'].gram, (x @ x.T) * (delta @ delta.T), rtol=1e-4,
+                            atol=1e-5)
+
+    def test_unknown_need_is_rejected(self):
+        with self.assertRaisesRegex(ValueError, r"Observer.needs has unknown entries \['gramm'\]"):
+            trainer.Trainer(linear_model(), losses.cross_entropy, 3, num_steps=2, eval_every=10).fit(
+                testing.blobs(), self.create_tempdir().full_path, 0, Every([0], {'gramm'}))
+
+    def test_on_eval_extra_values_reach_final_without_mutation(self):
+        data = testing.blobs()
+        seen = []
+
+        class Extra(trainer.Observer):
+            def on_eval(self, step, results, evals):
+                seen.append(dict(results))
+                results['train/loss'] = -1.0  # a copy: must not leak into the trainer's results
+                return {'eval/extra': float(step)}
+
+        result = trainer.Trainer(linear_model(), losses.cross_entropy, 3, num_steps=4, eval_every=2, batch_size=8
+                                 ).fit(data, self.create_tempdir().full_path, 0, Extra())
+        self.assertEqual(result.final['eval/extra'], 4.0)
+        self.assertEqual(result.final['train/loss'], seen[-1]['train/loss'])
+        self.assertGreater(result.final['train/loss'], 0)
+
+
+class GinBindingsTest(testing.GinCleanMixin, tf.test.TestCase):
+
+    def test_pergrad_arguments_the_trainer_sets_cannot_be_bound(self):
+        from extreme_mem.pergrad import engine  # noqa: F401  (registers the configurable)
+        for binding in ("pergrad.PerExampleGradients.engines = {'hidden': 'loop'}",
+                        'pergrad.PerExampleGradients.compute_gram = True'):
+            with self.assertRaisesRegex(ValueError, 'denylisted'):
+                gin.parse_config(binding)
+
+    def test_grad_engines_knob_reaches_the_engine(self):
+        gin.parse_config("train.Trainer.grad_engines = {'logits': 'loop'}")
+        model = linear_model()
+        t = trainer.Trainer(model, losses.cross_entropy, 3, num_steps=1, eval_every=10, batch_size=8)
+        t.fit(testing.blobs(), self.create_tempdir().full_path, 0, Every([0], {'grad_stats'}))
+        self.assertEqual(t._pergrad[False].engines, {'logits/kernel': 'loop'})
 
 
 if __name__ == '__main__':
