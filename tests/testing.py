@@ -1,9 +1,18 @@
-"""Shared fakes for tests: tiny synthetic datasets and a clean gin state."""
+"""Shared fakes for tests: tiny synthetic datasets, fake step outputs, and a clean gin state.
+
+- `blobs`: a linearly separable Gaussian-blob `Data` for training tests.
+- `step_outputs`, `grad_stats_from`, `identical`: literal `StepOutputs` and per-example gradient
+  statistics for metric-plugin tests (tests/metrics/).
+- `GinCleanMixin`: clears gin's global state around each test.
+"""
 
 import gin
 import numpy as np
+import tensorflow as tf
 
 from extreme_mem.data import base
+from extreme_mem.pergrad import stats
+from extreme_mem.train import outputs
 
 SHARED = __import__('pathlib').Path(__file__).resolve().parents[1].parent / 'shared'
 
@@ -20,6 +29,33 @@ def blobs(num_train: int = 64, num_test: int = 32, num_classes: int = 3, dim: in
         return base.Split(images, labels, labels.copy(), np.arange(n, dtype=np.int64))
 
     return base.Data(split(num_train, 0), split(num_test, 1), base.DatasetInfo('blobs', num_classes, (dim,)))
+
+
+def grad_stats_from(per_layer_vectors: dict, labels, num_classes: int, compute_gram: bool = True) -> dict:
+    """Variable path -> `GradStats` of literal per-example gradients [n, d]."""
+    return {
+        path: stats.from_vectors(tf.constant(v, tf.float32), labels, num_classes, compute_gram)
+        for path, v in per_layer_vectors.items()
+    }
+
+
+def step_outputs(labels, num_classes: int = 3, **fields) -> outputs.StepOutputs:
+    """A `StepOutputs` for a batch with `labels`; other fields default to None (logits, loss: zeros)."""
+    labels = np.asarray(labels)
+    n = len(labels)
+    return outputs.StepOutputs(
+        step=tf.constant(0, tf.int64),
+        index=tf.range(n),
+        labels=tf.constant(labels),
+        logits=fields.pop('logits', tf.zeros([n, num_classes])),
+        per_example_loss=tf.zeros([n]),
+        **fields,
+    )
+
+
+def identical(n: int, vector) -> np.ndarray:
+    """[n, d] copies of `vector`."""
+    return np.tile(np.asarray(vector, np.float32)[np.newaxis], (n, 1))
 
 
 class GinCleanMixin:

@@ -14,7 +14,7 @@ from extreme_mem.metrics import gradient_alignment
 from extreme_mem.metrics import representation_alignment
 from extreme_mem.models import mlp
 from extreme_mem.pergrad import engine
-from tests.metrics import metrics_fakes
+from tests import testing
 
 FIXTURE = Path(__file__).resolve().parents[2].parent / 'shared' / 'fixtures' / 'alignment' / 'reference_alignment.json'
 
@@ -32,7 +32,7 @@ class AlignmentMathTest(tf.test.TestCase, parameterized.TestCase):
             self.assertAllClose(gradient_alignment.alignment(case['vectors']), case['alignment'], atol=1e-4)
 
     def test_identical_vectors_are_fully_aligned(self):
-        self.assertAllClose(gradient_alignment.alignment(metrics_fakes.identical(5, [1.0, -2.0, 0.5])), 1.0)
+        self.assertAllClose(gradient_alignment.alignment(testing.identical(5, [1.0, -2.0, 0.5])), 1.0)
 
     def test_hand_computed(self):
         # v1 = (1, 0), v2 = (0, 2): <v1, v2> = 0 -> Ω = 0. v1 = (1, 0), v2 = (-1, 0): Ω = 2·(-2)/(1·4) = -1.
@@ -44,7 +44,7 @@ class AlignmentMathTest(tf.test.TestCase, parameterized.TestCase):
     def test_class_alignment_skips_singletons_and_flags_vanishing(self):
         labels = np.array([0, 0, 1, 2, 2])
         vectors = np.array([[1.0, 0.0], [1.0, 0.0], [3.0, 3.0], [0.0, 0.0], [0.0, 0.0]])
-        s = metrics_fakes.grad_stats_from({'v': vectors}, labels, 3)['v']
+        s = testing.grad_stats_from({'v': vectors}, labels, 3)['v']
         per_class = gradient_alignment.class_alignment(s.sq_norms, s.class_sum_sq_norms, labels)
         self.assertEqual(sorted(per_class), [0, 2])  # class 1 has one example
         self.assertAllClose(per_class[0], (1.0, False))
@@ -84,7 +84,7 @@ class AlignmentMathTest(tf.test.TestCase, parameterized.TestCase):
                 # The plugin reports the same numbers under its tags.
                 plugin = gradient_alignment.GradientAlignment()
                 plugin.update(
-                    metrics_fakes.step_outputs(
+                    testing.step_outputs(
                         y, num_classes, grad_stats=diag.grad_stats, logit_stats=diag.logit_stats, logits=diag.logits
                     )
                 )
@@ -104,15 +104,15 @@ class AlignmentMathTest(tf.test.TestCase, parameterized.TestCase):
 class GradientAlignmentPluginTest(tf.test.TestCase):
 
     def _outputs(self, labels, per_var, logit_vectors=None, num_classes=3):
-        grad_stats = metrics_fakes.grad_stats_from(per_var, labels, num_classes)
+        grad_stats = testing.grad_stats_from(per_var, labels, num_classes)
         logit_stats = None
         if logit_vectors is not None:
-            logit_stats = metrics_fakes.grad_stats_from({'z': logit_vectors}, labels, num_classes)['z']
-        return metrics_fakes.step_outputs(labels, num_classes, grad_stats=grad_stats, logit_stats=logit_stats)
+            logit_stats = testing.grad_stats_from({'z': logit_vectors}, labels, num_classes)['z']
+        return testing.step_outputs(labels, num_classes, grad_stats=grad_stats, logit_stats=logit_stats)
 
     def test_identical_gradients_give_one(self):
         labels = [0, 0, 0, 1, 1]
-        kernel, logit_grads = metrics_fakes.identical(5, [1.0, 2.0]), metrics_fakes.identical(5, [0.5, -0.5, 0.0])
+        kernel, logit_grads = testing.identical(5, [1.0, 2.0]), testing.identical(5, [0.5, -0.5, 0.0])
         out = self._outputs(labels, {'hidden/kernel': kernel}, logit_grads)
         plugin = gradient_alignment.GradientAlignment()
         plugin.update(out)
@@ -177,7 +177,7 @@ class GradientAlignmentPluginTest(tf.test.TestCase):
         self.assertEqual(gradient_alignment.GradientAlignment.needs, frozenset({'grad_stats'}))
         self.assertFalse(gradient_alignment.GradientAlignment.wants_gram)
         with self.assertRaisesRegex(ValueError, 'grad_stats is None'):
-            gradient_alignment.GradientAlignment().update(metrics_fakes.step_outputs([0, 0]))
+            gradient_alignment.GradientAlignment().update(testing.step_outputs([0, 0]))
 
 
 if __name__ == '__main__':

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from extreme_mem import registry
 from extreme_mem.metrics import gradient_diversity
-from tests.metrics import metrics_fakes
+from tests import testing
 
 
 class GradientDiversityTest(tf.test.TestCase):
@@ -23,10 +23,10 @@ class GradientDiversityTest(tf.test.TestCase):
             'a/kernel': np.array([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]]),  # 5 / 5
             'b/kernel': np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]]),  # summed gradient vanishes: skipped
         }
-        grad_stats = metrics_fakes.grad_stats_from(per_var, labels, 2, compute_gram=False)
-        logit_stats = metrics_fakes.grad_stats_from({'z': metrics_fakes.identical(3, [1.0, 1.0])}, labels, 2)['z']
+        grad_stats = testing.grad_stats_from(per_var, labels, 2, compute_gram=False)
+        logit_stats = testing.grad_stats_from({'z': testing.identical(3, [1.0, 1.0])}, labels, 2)['z']
         plugin = gradient_diversity.GradientDiversity()
-        plugin.update(metrics_fakes.step_outputs(labels, 2, grad_stats=grad_stats, logit_stats=logit_stats))
+        plugin.update(testing.step_outputs(labels, 2, grad_stats=grad_stats, logit_stats=logit_stats))
         result = plugin.result()
         self.assertEqual(sorted(result), ['train/grad_diversity/a', 'train/grad_diversity/logits_grad'])
         self.assertAllClose(result['train/grad_diversity/a'], 1.0)

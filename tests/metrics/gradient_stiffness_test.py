@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from extreme_mem import registry
 from extreme_mem.metrics import gradient_stiffness
-from tests.metrics import metrics_fakes
+from tests import testing
 
 # g0 = (1, 0), g1 = (2, 0), g2 = (0, 3), g3 = (-1, 0); classes 0, 0, 1, 1.
 G = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 3.0], [-1.0, 0.0]])
@@ -28,17 +28,17 @@ class GradientStiffnessTest(tf.test.TestCase):
         self.assertAllClose(gradient_stiffness.stiffness(gram), 0.0)
 
     def test_plugin(self):
-        grad_stats = metrics_fakes.grad_stats_from({'a/kernel': G}, LABELS, 2)
+        grad_stats = testing.grad_stats_from({'a/kernel': G}, LABELS, 2)
         plugin = gradient_stiffness.GradientStiffness(include_logits_grad=False)
-        plugin.update(metrics_fakes.step_outputs(LABELS, 2, grad_stats=grad_stats))
+        plugin.update(testing.step_outputs(LABELS, 2, grad_stats=grad_stats))
         self.assertAllClose(
             plugin.result(), {'train/grad_stiffness/a': -1 / 6, 'train/grad_stiffness_in_class/a': 0.5}
         )
         self.assertTrue(gradient_stiffness.GradientStiffness.wants_gram)
         self.assertIs(registry.METRICS.get('gradient_stiffness'), gradient_stiffness.GradientStiffness)
-        no_gram = metrics_fakes.grad_stats_from({'a/kernel': G}, LABELS, 2, compute_gram=False)
+        no_gram = testing.grad_stats_from({'a/kernel': G}, LABELS, 2, compute_gram=False)
         with self.assertRaisesRegex(ValueError, 'compute_gram=True'):
-            plugin.update(metrics_fakes.step_outputs(LABELS, 2, grad_stats=no_gram))
+            plugin.update(testing.step_outputs(LABELS, 2, grad_stats=no_gram))
 
 
 if __name__ == '__main__':

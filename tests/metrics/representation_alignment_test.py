@@ -6,7 +6,7 @@ import tensorflow as tf
 from extreme_mem import registry
 from extreme_mem.metrics import gradient_alignment
 from extreme_mem.metrics import representation_alignment
-from tests.metrics import metrics_fakes
+from tests import testing
 
 
 class RepresentationAlignmentTest(tf.test.TestCase):
@@ -23,11 +23,11 @@ class RepresentationAlignmentTest(tf.test.TestCase):
     def test_plugin_tags(self):
         labels = [0, 0, 1, 1, 2]
         reps = {
-            'hidden': tf.constant(metrics_fakes.identical(5, [1.0, 0.0, 2.0])),  # Ω_c = 1
+            'hidden': tf.constant(testing.identical(5, [1.0, 0.0, 2.0])),  # Ω_c = 1
             'other': tf.constant([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [2.0, 0.0], [5.0, 5.0]]),  # Ω_0 = -1, Ω_1 = 0
         }
         plugin = representation_alignment.RepresentationAlignment(per_class=True)
-        plugin.update(metrics_fakes.step_outputs(labels, representations=reps))
+        plugin.update(testing.step_outputs(labels, representations=reps))
         result = plugin.result()
         self.assertAllClose(result['train/rep_alignment/hidden'], 1.0)
         self.assertAllClose(result['train/rep_alignment/other'], -0.5)
@@ -40,14 +40,14 @@ class RepresentationAlignmentTest(tf.test.TestCase):
     def test_probe_filter_and_registration(self):
         plugin = representation_alignment.RepresentationAlignment(probes=['hidden'])
         reps = {'hidden': tf.ones([2, 3]), 'other': tf.ones([2, 3])}
-        plugin.update(metrics_fakes.step_outputs([0, 0], representations=reps))
+        plugin.update(testing.step_outputs([0, 0], representations=reps))
         self.assertEqual(list(plugin.result()), ['train/rep_alignment/hidden'])
         self.assertIs(
             registry.METRICS.get('representation_alignment'), representation_alignment.RepresentationAlignment
         )
         self.assertEqual(representation_alignment.RepresentationAlignment.needs, frozenset({'representations'}))
         with self.assertRaisesRegex(ValueError, 'representations is None'):
-            plugin.update(metrics_fakes.step_outputs([0, 0]))
+            plugin.update(testing.step_outputs([0, 0]))
 
 
 if __name__ == '__main__':

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from extreme_mem import registry
 from extreme_mem.metrics import weight_norm
-from tests.metrics import metrics_fakes
+from tests import testing
 
 WEIGHTS = {'hidden/kernel': np.array([[3.0, 0.0]]), 'hidden/bias': np.array([4.0]), 'logits/kernel': np.zeros((2, 1))}
 GRADS = {'hidden/kernel': np.array([[0.0, 1.0]]), 'hidden/bias': None, 'logits/kernel': np.ones((2, 1))}
@@ -21,7 +21,7 @@ class WeightNormTest(tf.test.TestCase):
 
     def test_plugin(self):
         plugin = weight_norm.WeightNorm()
-        plugin.update(metrics_fakes.step_outputs([0], weights=WEIGHTS, grads=GRADS))
+        plugin.update(testing.step_outputs([0], weights=WEIGHTS, grads=GRADS))
         self.assertAllClose(
             plugin.result(),
             {
@@ -35,7 +35,7 @@ class WeightNormTest(tf.test.TestCase):
         self.assertEqual(weight_norm.WeightNorm.needs, frozenset({'weights'}))
         self.assertIs(registry.METRICS.get('weight_norm'), weight_norm.WeightNorm)
         with self.assertRaisesRegex(ValueError, 'weights/grads are None'):
-            plugin.update(metrics_fakes.step_outputs([0]))
+            plugin.update(testing.step_outputs([0]))
 
 
 if __name__ == '__main__':
