@@ -13,8 +13,9 @@ as groups of single runs, then writes `report.md`, `report.json` and `figures/*.
   area under the full-training-set accuracy curve (AUC, appendix B) summarises each run;
 - **table1** runs (sec. 2.5): the downstream data from a model whose first k conv layers are
   initialised layer by layer from the data covariance, accuracies at `table1_iterations`;
-- **fsigma** runs (sec. 2.3, Fig. 4 left, E.1): 2-hidden-layer ReLU FCNs of width 256 / 2,048
-  on N(0, diag(0.1, ..., 3.0)) with random labels; f(σ) is pooled over seeds.
+- **fsigma** runs (sec. 2.3, Fig. 4 left, E.1): 2-hidden-layer ReLU FCNs (`fcn`, first layer
+  256 or 2,048 units, second 256) on N(0, diag(0.1, ..., 3.0)) with random labels; f(σ) of the
+  first layer is pooled over seeds.
 The first-layer misalignment of Fig. 2 is logged during every upstream and scratch run by the
 `covariance_alignment` metric (data eigenbasis vs random bases; step 0 is the init value).
 
@@ -53,7 +54,8 @@ from extreme_mem.summaries import results as results_lib
 PAPER = ('Maennel et al. (NeurIPS 2020), "What Do Neural Networks Learn When Trained With Random Labels?"')
 ROLES = ('upstream', 'downstream', 'table1', 'fsigma')
 MODEL_ARMS = transfer.ARMS + ('data_covariance',)
-FRESH_SEED_OFFSET = 1000  # downstream models (every arm) draw fresh layers from seed + this
+FRESH_SEED_OFFSET = 1000
+GROUP_KNOBS = ('upstream_epochs', 'upstream_steps_factor')  # variant / sweep keys that are not bindings  # downstream models (every arm) draw fresh layers from seed + this
 
 
 # ---- the `transferred` model: a base model started from an arm's weights ----------------------------
@@ -168,6 +170,11 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         (Figs. 6 and 9).
       rescale: 'l2', 'l1' or None (ResNets) for the re-scaled arms.
       upstream_steps_factor: upstream steps = this × `train.Trainer.num_steps`.
+      upstream_epochs, downstream_epochs: instead of the factor, upstream steps =
+        num_steps × (upstream_epochs · NUM_EXAMPLES_UPSTREAM) / (downstream_epochs ·
+        NUM_EXAMPLES_DOWNSTREAM), so the budgets keep the paper's epoch ratio (and shrink with
+        num_steps). A variant or sweep point may carry `upstream_epochs` or
+        `upstream_steps_factor` as a key: it sets that group's value instead of a binding.
       upstream_bindings, downstream_bindings: extra bindings of those roles.
       table1_layers: numbers of data-initialised conv layers for Table 1 ([] skips it).
       table1_iterations: steps at which Table 1 reads the accuracies (the last evaluation at or
@@ -175,7 +182,8 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
       table1_model, table1_bindings: the Table 1 CNN (appendix E.3) and its bindings.
       table1_taus, table1_mode: τ_i and 'eigenvectors' / 'sample' (Tables 1-4).
       table1_seeds: seeds of the Table 1 runs (None: `seeds`); table1_steps_factor as for upstream.
-      fsigma_widths: widths of the synthetic f(σ) FCN ([] skips it); fsigma_seeds its runs.
+      fsigma_widths: first-layer widths of the synthetic f(σ) FCN ([] skips it); fsigma_seeds its
+        runs; fsigma_second_width the second hidden layer (256 in appendix E.1).
       fsigma_bindings: extra bindings of the f(σ) runs; fsigma_steps_factor as for upstream.
       sparsity_runs: roles whose runs log `activation_sparsity` histograms to their directory.
     """
@@ -188,6 +196,14 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
     }
     panel_titles = {'train_accuracy': 'Training accuracy (whole training set)', 'test_accuracy': 'Test accuracy'}
     default_quantities = {}
+    # Shrinks every gin file of gin/maennel2020/ for the 2-step smoke test (tests/gin_configs_test.py).
+    smoke_bindings = (
+        'NUM_EXAMPLES_UPSTREAM = 24', 'NUM_EXAMPLES_DOWNSTREAM = 24',
+        'metrics.CovarianceAlignment.num_examples = 24', 'metrics.ActivationSparsity.num_examples = 16',
+        'experiments.RandomLabelTransfer.fsigma_seeds = [0]',
+        "experiments.RandomLabelTransfer.fsigma_bindings = {'data.GaussianCovariance.num_train': 64, "
+        "'data.GaussianCovariance.num_test': 16}",
+    )
 
     def __init__(
         self,
@@ -198,6 +214,8 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         layer_counts: Sequence[int] = (),
         rescale: Optional[str] = 'l2',
         upstream_steps_factor: float = 1.0,
+        upstream_epochs: Optional[float] = None,
+        downstream_epochs: Optional[float] = None,
         upstream_bindings: Optional[Mapping[str, object]] = None,
         downstream_bindings: Optional[Mapping[str, object]] = None,
         table1_layers: Sequence[int] = (),
@@ -212,6 +230,7 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         fsigma_seeds: Sequence[int] = (0, 1, 2),
         fsigma_bindings: Optional[Mapping[str, object]] = None,
         fsigma_steps_factor: float = 1.0,
+        fsigma_second_width: int = 256,
         sparsity_runs: Sequence[str] = ('upstream', 'downstream'),
         **kwargs,
     ):
@@ -228,6 +247,8 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         self.base_model, self.arms, self.layer_counts = base_model, list(arms), [int(k) for k in layer_counts]
         self.rescale = rescale
         self.upstream_steps_factor, self.fsigma_steps_factor = float(upstream_steps_factor), float(fsigma_steps_factor)
+        self.upstream_epochs = None if upstream_epochs is None else float(upstream_epochs)
+        self.downstream_epochs = None if downstream_epochs is None else float(downstream_epochs)
         self.upstream_bindings = dict(upstream_bindings or {})
         self.downstream_bindings = dict(downstream_bindings or {})
         self.table1_layers, self.table1_iterations = [int(k) for k in table1_layers], [int(i) for i in table1_iterations]
@@ -237,6 +258,7 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         self.table1_steps_factor = float(table1_steps_factor)
         self.fsigma_widths, self.fsigma_seeds = [int(w) for w in fsigma_widths], [int(s) for s in fsigma_seeds]
         self.fsigma_bindings = dict(fsigma_bindings or {})
+        self.fsigma_second_width = int(fsigma_second_width)
         self.sparsity_runs = list(sparsity_runs)
         kwargs.setdefault('seeds', [0, 1, 2])
         super().__init__(workdir=workdir, seed=seed, **kwargs)
@@ -262,9 +284,25 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         for variant, variant_bindings in (self.variants or {'': {}}).items():
             for name, point in zip(names, points):
                 label = ','.join(x for x in (str(variant), name) if x)
-                groups.append((label, {'variant': variant} if self.variants else {}, point,
-                               {**dict(variant_bindings or {}), **point}))
+                bindings = {**dict(variant_bindings or {}), **point}
+                knobs = {k: bindings.pop(k) for k in GROUP_KNOBS if k in bindings}
+                groups.append((label, {'variant': variant} if self.variants else {}, point, bindings, knobs))
         return groups
+
+    def _macro(self, bindings: Mapping, name: str) -> float:
+        if name in bindings:
+            return float(bindings[name])
+        return float(gin.query_parameter(f'%{name}'))
+
+    def _upstream_steps(self, steps: int, bindings: Mapping, knobs: Mapping) -> int:
+        epochs = knobs.get('upstream_epochs', self.upstream_epochs)
+        if epochs is None:
+            return max(1, round(float(knobs.get('upstream_steps_factor', self.upstream_steps_factor)) * steps))
+        if not self.downstream_epochs:
+            raise ValueError('upstream_epochs needs downstream_epochs (the epochs of train.Trainer.num_steps).')
+        ratio = (float(epochs) * self._macro(bindings, 'NUM_EXAMPLES_UPSTREAM')
+                 / (self.downstream_epochs * self._macro(bindings, 'NUM_EXAMPLES_DOWNSTREAM')))
+        return max(1, round(steps * ratio))
 
     def _spec(self, group: str, extra_values: dict, point: dict, role: str, bindings: list, seed: int,
               suffix: str = '') -> sweep_lib.RunSpec:
@@ -287,7 +325,7 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
     def specs(self) -> list:
         steps = self._num_steps()
         specs = []
-        for group, extra, point, group_bindings in self._groups():
+        for group, extra, point, group_bindings, knobs in self._groups():
             common = self._bind(group_bindings)
             for s in (self.seeds or [self.seed]):
                 if self.arms or self.layer_counts:
@@ -298,8 +336,8 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
                         'data.ArraySource.random_classes = %NUM_CLASSES_UPSTREAM',
                         f'experiments.Experiment.model = {self.base_model!r}',
                     ] + self._bind(self.upstream_bindings)
-                    up_steps = max(1, round(self.upstream_steps_factor * steps))
-                    if self.upstream_steps_factor != 1.0:
+                    up_steps = self._upstream_steps(steps, group_bindings, knobs)
+                    if up_steps != steps:
                         up_bindings.append(f'train.Trainer.num_steps = {up_steps}')
                     up_bindings += self._sparsity('upstream', up_dir, up_steps)
                     specs.append(sweep_lib.RunSpec(up.name, up.values, tuple(up_bindings), s))
@@ -345,11 +383,10 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
                 f = self._spec('', {'width': width}, {}, 'fsigma', [], s, f',width={width}')
                 bindings = [
                     "experiments.Experiment.dataset = 'gaussian_covariance'",
-                    "experiments.Experiment.model = 'mlp'",
+                    "experiments.Experiment.model = 'fcn'",
                     "experiments.Experiment.metrics = ['covariance_alignment']",
-                    'models.mlp.depth = 2', f'models.mlp.width = {width}', "models.mlp.activation = 'relu'",
-                    "models.mlp.initializer = 'he_normal'", 'models.mlp.init_scale = 1.0',
-                    'models.mlp.use_bias = True',
+                    f'models.fcn.widths = [{width}, {self.fsigma_second_width}]',
+                    "models.fcn.initializer = 'he_normal'", 'models.fcn.init_scale = 1.0',
                     "metrics.CovarianceAlignment.layers = ['hidden1']",
                     'metrics.CovarianceAlignment.transfer_function = True',
                     'data.GaussianCovariance.train_parts = None',
