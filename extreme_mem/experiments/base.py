@@ -32,6 +32,7 @@ from extreme_mem.experiments import workdir_lock
 from extreme_mem.metrics import suite as suite_lib
 from extreme_mem.summaries import results as results_lib
 from extreme_mem.summaries import writers as writers_lib
+from extreme_mem.train import checkpoints
 from extreme_mem.train import distribute
 from extreme_mem.train import trainer as trainer_lib
 
@@ -65,9 +66,8 @@ class Experiment(abc.ABC):
 
 def user_errors() -> tuple:
     """Errors that a user's config, data or workdir cause: launchers print them in one line."""
-    errors = [config.ConfigError, workdir_lock.WorkdirError, LookupError]
-    errors += [e for e in (getattr(data_base, 'DataError', None),) if e is not None]
-    return tuple(errors)
+    return (config.ConfigError, data_base.DataError, workdir_lock.WorkdirError, checkpoints.CheckpointError,
+            results_lib.ResultsError, LookupError)
 
 
 def _sweep_configurables() -> list:
@@ -146,7 +146,8 @@ class SingleRun(Experiment):
         return distribute.make_strategy()
 
     def build_trainer(self, model: keras.Model, loss_fn, info: data_base.DatasetInfo) -> trainer_lib.Trainer:
-        return trainer_lib.Trainer(model, loss_fn, info.num_classes)
+        restart = {'start_over_if_unreadable': True} if self.overwrite else {}  # else the trainer's gin value
+        return trainer_lib.Trainer(model, loss_fn, info.num_classes, **restart)
 
     def build_metrics(self) -> suite_lib.MetricSuite:
         return suite_lib.MetricSuite([registry.METRICS.get(m)() for m in self._metrics])
@@ -205,10 +206,6 @@ class SingleRun(Experiment):
             trainer = self.build_trainer(model, self.build_loss(), data.info)
         suite = self.build_metrics()
         writers = self.build_writers()
-        ckpt_dir = workdir / 'checkpoints'
-        latest = tf.train.latest_checkpoint(str(ckpt_dir)) if ckpt_dir.exists() else None
-        if latest:
-            record.resume(int(latest.rsplit('-', 1)[-1]))
         record.save()
         observer = observer_lib.RunObserver(suite, writers, record, model, data)
         try:

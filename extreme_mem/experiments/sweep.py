@@ -259,13 +259,8 @@ def _forward_signals():
 
 
 def read_record(directory: os.PathLike) -> Optional[dict]:
-    """A run's results.json, or None (logged) when it is missing or unreadable."""
-    try:
-        record = results_lib.read(directory)
-    except (OSError, ValueError) as e:
-        logging.error('Unreadable %s: %s', pathlib.Path(directory) / results_lib.FILENAME, e)
-        return None
-    return record if isinstance(record, dict) else None
+    """A run's results.json, or None (logged) when it is missing or not a valid record."""
+    return results_lib.read_or_none(directory)
 
 
 def _run_process(spec, workdir, gin_files, gin_params, seed, timeout, overwrite) -> dict:
