@@ -1,4 +1,4 @@
-"""MirroredStrategy over 2 logical CPU devices trains exactly like one device.
+"""MirroredStrategy over 2 logical CPU devices trains and evaluates exactly like one device.
 
 Runs in a subprocess: logical devices must be configured before TensorFlow initialises them,
 and a hung collective must not hang the suite (DESIGN.md section 9).
@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent('''
 
     mirrored = distribute.make_strategy('mirrored', num_devices=2)
     assert mirrored.num_replicas_in_sync == 2, mirrored.num_replicas_in_sync
-    data = testing.blobs(num_train=64, num_test=16)
+    data = testing.blobs(num_train=64, num_test=15)  # uneven last eval batch: 4 + 4 + 4 + 3
 
     class Watch(trainer.Observer):
         def __init__(self):
@@ -37,9 +37,12 @@ SCRIPT = textwrap.dedent('''
             model = mlp.mlp((5,), 3, width=8, activation='tanh', initializer='glorot_uniform', init_scale=1.0,
                             seed=0)
             t = trainer.Trainer(model, losses.cross_entropy, 3, learning_rate=0.1, momentum=0.9, batch_size=16,
-                                num_steps=5, eval_every=5, log_every=100, strategy=strategy)
+                                num_steps=5, eval_every=5, log_every=100, eval_batch_size=4, strategy=strategy)
         watch = Watch()
         result = t.fit(data, workdir, 0, watch)
+        ev = t.evaluate(data.test)  # under the strategy: per-example values come back in split order
+        direct = losses.cross_entropy(data.test.labels, model(data.test.images)).numpy()
+        np.testing.assert_allclose(ev.per_example_loss, direct, rtol=1e-5, atol=1e-6)
         return [w.numpy() for w in model.weights], result.final, watch.seen
 
     import tempfile
