@@ -1,12 +1,20 @@
-"""Our training step vs a plain Keras `train_on_batch` step, same model and batch.
+"""Seconds per training step: our multi-step loop vs one call per step vs Keras `fit`.
 
-  python benchmarks/train_step.py [--steps=50] [--repeats=5]
+  python benchmarks/train_step.py [--steps=300] [--repeats=5] [--k=100] [--json=PATH]
 
-Prints seconds per step and the ratio ours / Keras for the 2-layer MLP (3072 -> 1024 -> 10) and
-the appendix-H ConvNet (32x32x3), batch 256, SGD lr 0.01, softmax cross-entropy. Timings are
-interleaved (ours, Keras, ours, ...) and the median over repeats is reported. Target: <= 1.05x.
+Variants, on the same model, data pipeline (`data/pipeline.train_batches`, batch 256) and SGD
+(lr 0.01, softmax cross-entropy):
+  loop      `Trainer`'s multi-step program: k steps per `tf.function` call, one host sync per call;
+  per_step  one call and one host sync (`float(loss)`) per step: the loop before the multi-step one;
+  keras_fit `model.fit(steps_per_execution=k)` on the same batches (the baseline row: ratio = 1).
+Models: `digits_mlp` (64 -> 1024 -> 10 sin MLP of the Mehta digits runs: dispatch-bound on CPU),
+`mlp` (3072 -> 1024 -> 10) and `convnet` (appendix H, 32x32x3). Inputs are Gaussian noise of the
+model's shape (speed does not depend on the values). Timings are interleaved (loop, per_step,
+keras_fit, loop, ...) and the median over repeats is reported. Targets: loop at least as fast as
+keras_fit on every model, and >= 1.15x per_step on digits_mlp.
 """
 
+import json
 import os
 import time
 
@@ -15,53 +23,113 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import app, flags, logging  # noqa: E402
 
-from extreme_mem import losses  # noqa: E402
+from extreme_mem import config, losses  # noqa: E402
+from extreme_mem.data import base as data_base  # noqa: E402
+from extreme_mem.data import pipeline  # noqa: E402
 from extreme_mem.models import convnet, mlp  # noqa: E402
 from extreme_mem.train import trainer  # noqa: E402
 
-_STEPS = flags.DEFINE_integer('steps', 50, 'Steps per timing.')
-_REPEATS = flags.DEFINE_integer('repeats', 5, 'Interleaved timings per side.')
+_STEPS = flags.DEFINE_integer('steps', 300, 'Steps per timing (convnet: a tenth of it).')
+_REPEATS = flags.DEFINE_integer('repeats', 5, 'Interleaved timings per variant.')
+_K = flags.DEFINE_integer('k', 100, 'Steps per call (loop) and steps_per_execution (keras_fit).')
+_MODELS = flags.DEFINE_list('models', ['digits_mlp', 'mlp', 'convnet'], 'Models to time.')
+_JSON = flags.DEFINE_string('json', None, 'Also write the rows here as a JSON list.')
 BATCH = 256
+LR = 0.01
+MODELS = {
+    'digits_mlp': (lambda: mlp.mlp((64,), 10, width=1024, seed=0), 1),
+    'mlp': (lambda: mlp.mlp((3072,), 10, width=1024, seed=0), 1),
+    'convnet': (lambda: convnet.convnet((32, 32, 3), 10, seed=0), 10),
+}
+VARIANTS = ('loop', 'per_step', 'keras_fit')
+BASELINE = 'keras_fit'
+
+
+def _split(shape, n=BATCH * 8) -> data_base.Split:
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, size=n).astype(np.int32)
+    return data_base.Split(rng.normal(size=(n,) + tuple(shape)).astype(np.float32), labels, labels.copy(),
+                           np.arange(n, dtype=np.int64))
+
+
+def _runners(build, steps, k):
+    """`{variant: run(steps)}`, each training its own copy of the model from the same weights."""
+    models = [build() for _ in VARIANTS]
+    for m in models[1:]:
+        m.set_weights(models[0].get_weights())
+    split = _split(models[0].input_shape[1:])
+    loop_t, step_t = (trainer.Trainer(m, losses.cross_entropy, 10, learning_rate=LR, batch_size=BATCH)
+                      for m in models[:2])
+    loop_it, step_it = (iter(pipeline.train_batches(split, BATCH, seed=0)) for _ in range(2))
+
+    def loop(n):
+        for _ in range(n // k):
+            int(loop_t._train_loop(loop_it, tf.constant(k)))  # pylint: disable=protected-access  (sync per call)
+
+    def per_step(n):
+        for _ in range(n):
+            float(step_t._train_step(next(step_it)))  # pylint: disable=protected-access
+
+    keras_model = models[2]
+    keras_model.compile(optimizer=keras.optimizers.SGD(LR), steps_per_execution=k,
+                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    keras_data = pipeline.train_batches(split, BATCH, seed=0).map(lambda b: (b['image'], b['label']))
+
+    def keras_fit(n):
+        keras_model.fit(keras_data, epochs=1, steps_per_epoch=n, verbose=0, shuffle=False)
+
+    return {'loop': loop, 'per_step': per_step, 'keras_fit': keras_fit}
 
 
 def _time(fn, steps):
     start = time.perf_counter()
-    for _ in range(steps):
-        fn()
+    fn(steps)
     return (time.perf_counter() - start) / steps
 
 
-def compare(name, build):
-    rng = np.random.default_rng(0)
-    ours_model, keras_model = build(), build()
-    keras_model.set_weights(ours_model.get_weights())
-    x = rng.normal(size=(BATCH,) + tuple(ours_model.input_shape[1:])).astype(np.float32)
-    y = rng.integers(0, 10, size=BATCH).astype(np.int32)
-    batch = {'image': tf.constant(x), 'label': tf.constant(y), 'index': tf.range(BATCH, dtype=tf.int64)}
-    ours = trainer.Trainer(ours_model, losses.cross_entropy, 10, learning_rate=0.01, batch_size=BATCH)
-    keras_model.compile(optimizer=keras.optimizers.SGD(0.01),
-                        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    ours_step = lambda: [float(t) for t in ours._train_step(batch)]  # noqa: E731  (host sync, as train_on_batch)
-    keras_step = lambda: keras_model.train_on_batch(x, y)  # noqa: E731
-    for _ in range(5):  # trace + warm up
-        ours_step()
-        keras_step()
-    t_ours, t_keras = [], []
+def measure(name: str) -> list[dict]:
+    build, divisor = MODELS[name]
+    k = max(1, _K.value // divisor)
+    steps = max(k, (_STEPS.value // divisor) // k * k)
+    runners = _runners(build, steps, k)
+    for run in runners.values():  # trace and warm up
+        run(k)
+    times = {v: [] for v in VARIANTS}
     for _ in range(_REPEATS.value):
-        t_ours.append(_time(ours_step, _STEPS.value))
-        t_keras.append(_time(keras_step, _STEPS.value))
-    a, b = float(np.median(t_ours)), float(np.median(t_keras))
-    print(f'{name:<34} {a * 1e3:10.2f} {b * 1e3:12.2f} {a / b:8.3f}x')
+        for v in VARIANTS:
+            times[v].append(_time(runners[v], steps))
+    median = {v: float(np.median(times[v])) for v in VARIANTS}
+    rows = [{'model': name, 'variant': v, 'seconds_per_step': median[v], 'ratio': median[v] / median[BASELINE]}
+            for v in VARIANTS]
+    for row in rows:
+        row_k = 1 if row['variant'] == 'per_step' else k
+        row['line'] = (f"{name:<11} {row['variant']:<10} {row_k:>5} {row['seconds_per_step'] * 1e3:10.3f} "
+                       f"{1 / row['seconds_per_step']:9.1f} {row['ratio']:9.3f}")
+        logging.info('%s', row['line'])
+    logging.info('%s: loop is %.2fx per_step and %.2fx keras_fit in steps/s', name,
+                 median['per_step'] / median['loop'], median['keras_fit'] / median['loop'])
+    return rows
 
 
 def main(argv):
     del argv
-    print(f'batch {BATCH}, {_STEPS.value} steps x {_REPEATS.value} interleaved repeats, median')
-    print(f'{"model":<34} {"ours ms":>10} {"keras ms":>12} {"ratio":>9}')
-    compare('mlp 3072-1024-10 (sin)', lambda: mlp.mlp((3072,), 10, width=1024, seed=0))
-    compare('convnet 32x32x3 (appendix H)', lambda: convnet.convnet((32, 32, 3), 10, seed=0))
+    unknown = sorted(set(_MODELS.value) - set(MODELS))
+    if unknown:
+        raise app.UsageError(f'Unknown --models {unknown}; valid: {sorted(MODELS)}.')
+    load_before = os.getloadavg()
+    rows = [row for name in _MODELS.value for row in measure(name)]
+    lines = [f'batch {BATCH}, {_STEPS.value} steps (convnet: /10) x {_REPEATS.value} interleaved repeats, median; '
+             f'1-min load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, '
+             f'{os.cpu_count()} CPUs',
+             f'{"model":<11} {"variant":<10} {"k":>5} {"ms/step":>10} {"steps/s":>9} {"ratio":>9}  '
+             f'(ratio: seconds per step / {BASELINE})']
+    lines += [row.pop('line') for row in rows]
+    print('\n'.join(lines))
+    if _JSON.value:
+        config.write_atomic(_JSON.value, json.dumps(rows, indent=1))
+        logging.info('Wrote %s', _JSON.value)
 
 
 if __name__ == '__main__':
