@@ -1,24 +1,29 @@
 """Runs a sweep of single runs: a grid or random search over gin macros/bindings, e.g.
 
-  python launch/sweep.py --gin_file=gin/mehta2021/fig1a_sin_digits.gin \
-    --grid='INIT_SCALE=0.001,0.1,10.0' --grid='models.mlp.activation=sin,relu' \
+  python launch/sweep.py --gin_file=gin/mehta2021/fig1a_sin_digits.gin
+    --grid='INIT_SCALE=0.001,0.1,10.0' --grid='models.mlp.activation=sin,relu'
     --workdir=runs/sigma --parallel=2
 
-Random search: --loguniform='train.Trainer.learning_rate=1e-3,1e-1' \
+Random search: --loguniform='train.Trainer.learning_rate=1e-3,1e-1'
   --choice='models.mlp.width=256,1024' --num_samples=20.
 Each run lands in <workdir>/runs/<name>/ (same machinery as the paper experiments:
 `experiments/sweep.py`); <workdir>/sweep.{json,md} aggregate the finals. The exit status is 1
 when a run failed, 2 on a user error.
 """
 
+import os
 import sys
 
-from absl import app, flags, logging
+# TensorFlow's C++ start-up noise is off unless --verbose (set before TensorFlow is imported).
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if '--verbose' in sys.argv else '2')
 
-from extreme_mem import config, registry_imports  # noqa: F401  (registers every plugin)
-from extreme_mem.experiments import base, sweep, workdir_lock
+from absl import app, flags, logging  # noqa: E402  pylint: disable=g-import-not-at-top
+
+from extreme_mem import config, registry_imports  # noqa: E402,F401  (registers every plugin)
+from extreme_mem.experiments import base, sweep, workdir_lock  # noqa: E402
 
 FLAGS = config.define_flags()
+flags.adopt_module_key_flags(config)  # --help lists the shared flags, not only --helpfull
 _GRID = flags.DEFINE_multi_string('grid', [], "Grid axis 'KEY=v1,v2,...' (repeatable).")
 _LOGUNIFORM = flags.DEFINE_multi_string('loguniform', [], "Random axis 'KEY=lo,hi' (log-uniform).")
 _UNIFORM = flags.DEFINE_multi_string('uniform', [], "Random axis 'KEY=lo,hi' (uniform).")

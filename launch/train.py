@@ -1,24 +1,28 @@
 """Runs one registered experiment: a single training run or a paper's sweep, e.g.
 
-  python launch/train.py --gin_file=gin/mehta2021/fig1a_sin_digits.gin \
-    --gin_param='INIT_SCALE = 10.0' --workdir=runs/sin_s10
-
-  python launch/train.py --experiment=extreme_memorization \
-    --gin_file=gin/mehta2021/fig1a_sin_digits.gin --workdir=runs/fig1a
+  one run:   python launch/train.py --gin_file=gin/mehta2021/fig1a_sin_digits.gin
+               --gin_param='INIT_SCALE = 10.0' --workdir=runs/sin_s10
+  a sweep:   python launch/train.py --experiment=extreme_memorization
+               --gin_file=gin/mehta2021/fig1a_sin_digits.gin --workdir=runs/fig1a
 
 A user error (bad config, bad data, a workdir in use or holding another configuration's run)
 prints one line and exits with status 2; `--verbose` adds the traceback. A sweep whose runs did
 not all finish exits with status 1 after its summary line.
 """
 
+import os
 import sys
 
-from absl import app, flags, logging
+# TensorFlow's C++ start-up noise is off unless --verbose (set before TensorFlow is imported).
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if '--verbose' in sys.argv else '2')
 
-from extreme_mem import config, registry, registry_imports  # noqa: F401  (registers every plugin)
-from extreme_mem.experiments import base
+from absl import app, flags, logging  # noqa: E402  pylint: disable=g-import-not-at-top
+
+from extreme_mem import config, registry, registry_imports  # noqa: E402,F401  (registers every plugin)
+from extreme_mem.experiments import base  # noqa: E402
 
 FLAGS = config.define_flags()
+flags.adopt_module_key_flags(config)  # --help lists the shared flags, not only --helpfull
 
 
 def main(argv):

@@ -349,10 +349,11 @@ def run_sweep(
         raise ValueError(f'parallel must be >= 1, got {parallel}.')
     os.makedirs(workdir, exist_ok=True)
     gin_files = [str(pathlib.Path(config._resolve(f)).resolve()) for f in gin_files]  # pylint: disable=protected-access
-    progress = _Progress(len(specs))
+    progress = _Progress(len(specs), 1 if in_process else parallel)
     if in_process:
         results = []
         for spec in specs:
+            progress.start()
             record = run_in_process(spec, workdir, gin_files, gin_params, seed, overwrite)
             progress.done(spec, record)
             results.append((spec, record))
@@ -360,6 +361,7 @@ def run_sweep(
     _forward_signals()
 
     def one(spec):
+        progress.start()
         record = _run_process(spec, workdir, gin_files, gin_params, seed, timeout, overwrite)
         progress.done(spec, record)
         return record
@@ -370,20 +372,32 @@ def run_sweep(
 
 
 class _Progress:
-    """'[k/N] name: status in 12 s; ETA 0:03:10' lines as runs finish."""
+    """'[k/N done, m running] name: status in 12 s; sweep ETA 0:03:10' lines as runs finish.
 
-    def __init__(self, total: int):
-        self._total, self._finished, self._start = total, 0, time.time()
+    The ETA is the mean time of the runs finished so far times the runs left, divided by the
+    runs at once; runs that stop early (`stop_accuracy`) shorten it as they finish.
+    """
+
+    def __init__(self, total: int, parallel: int = 1):
+        self._total, self._parallel = total, max(1, parallel)
+        self._started = self._finished = 0
+        self._run_seconds = 0.0
         self._lock = threading.Lock()
+
+    def start(self):
+        with self._lock:
+            self._started += 1
 
     def done(self, spec, record):
         with self._lock:
             self._finished += 1
-            elapsed = time.time() - self._start
-            eta = elapsed / self._finished * (self._total - self._finished)
-            logging.info('[%d/%d] %s: %s in %.0f s; sweep ETA %s', self._finished, self._total, spec.name,
-                         (record or {}).get('status', 'missing'), (record or {}).get('seconds', 0.0),
-                         time.strftime('%H:%M:%S', time.gmtime(eta)))
+            seconds = float((record or {}).get('seconds', 0.0))
+            self._run_seconds += seconds
+            left = self._total - self._finished
+            eta = self._run_seconds / self._finished * left / min(self._parallel, max(left, 1))
+            logging.info('[%d/%d done, %d running] %s: %s in %.0f s; sweep ETA %s', self._finished, self._total,
+                         self._started - self._finished, spec.name, (record or {}).get('status', 'missing'),
+                         seconds, time.strftime('%H:%M:%S', time.gmtime(eta)))
 
 
 def status_counts(results: Sequence) -> dict:
