@@ -195,12 +195,11 @@ class SingleRun(Experiment):
             logging.info('%s is already done with this configuration; nothing to run.', workdir)
             return previous
         keras.utils.set_random_seed(self.seed)
-        config.save_operative_config(workdir, started=False)
-        record = results_lib.RunRecord(workdir, self.name, bindings)
-        record.data['config_hash'] = digest
-        data = self.build_dataset()
+        data = self.build_dataset()  # bad data fails here, before any run file is written
         logging.info('Data %s: %d train / %d test examples, %d classes, shape %s.', data.info.name,
                      data.train.num_examples, data.test.num_examples, data.info.num_classes, data.info.input_shape)
+        config.save_operative_config(workdir, started=False)
+        record = results_lib.RunRecord(workdir, self.name, bindings, config_hash=digest)
         with self.build_strategy().scope():  # variables are created under the run's strategy
             model = self.build_model(data.info)
             trainer = self.build_trainer(model, self.build_loss(), data.info)
