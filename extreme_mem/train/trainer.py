@@ -197,6 +197,8 @@ class Trainer:
         for name in list(frozen_layers) + list(lr_multipliers or {}):
             if name not in layer_names:
                 raise ValueError(f'Unknown layer {name!r} in frozen_layers/lr_multipliers; layers: {layer_names}.')
+        for name, m in (lr_multipliers or {}).items():
+            _check_number(f'lr_multipliers[{name!r}]', m)
         self._strategy = strategy or tf.distribute.get_strategy()
         self._model = model
         self._loss_fn = loss_fn

@@ -263,6 +263,18 @@ class MultiStepLoopTest(tf.test.TestCase, parameterized.TestCase):
         self.assertTrue(np.isfinite(result.final['train/loss']))
         self.assertRegex('\n'.join(logs.output), r'above 100 x its initial value.*kept checkpoint .*ckpt-4 \(step 4\)')
 
+    def test_issue_probe_lr_1e6_sin_mlp_on_digits_diverges(self):
+        # Reported: `done` with loss ~1e6 (finite, so never flagged). The default rule ends it.
+        from extreme_mem.data import digits
+        data = digits.Digits().load(seed=0)
+        model = mlp.mlp(data.info.input_shape, data.info.num_classes, width=64, activation='sin', seed=0)
+        t = trainer.Trainer(model, losses.cross_entropy, data.info.num_classes, learning_rate=1e6, num_steps=60,
+                            eval_every=5, log_every=100)
+        result = t.fit(data, self.create_tempdir().full_path, 0)
+        self.assertEqual(result.status, 'diverged')
+        self.assertIn(result.step, range(15, 60, 5))  # at an evaluation, after at least 3 of them
+        self.assertTrue(np.isfinite(result.final['train/loss']))
+
     def test_explosion_rule_off(self):
         data = testing.blobs(num_train=24)
         model = linear_model()
