@@ -457,6 +457,7 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
                                           'train_acc': _value_at(r, 'train/accuracy', step),
                                           'test_acc': _value_at(r, 'test/accuracy', step), 'seed': s.values['seed']})
         summary['fsigma'] = self._fsigma(results)
+        summary['fsigma_data'] = self._fsigma_data(results)
         summary['sparsity'] = self._sparsity_summary(results)
         return summary
 
@@ -503,6 +504,31 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
             out[str(width)] = {'sigma': sig.mean(axis=0).tolist(), 'tau': pooled.tolist(),
                                'tau_std_over_runs': tau.std(axis=0).tolist(), 'num_runs': len(tau),
                                'peak_sigma': float(sig.mean(axis=0)[int(np.argmax(pooled))])}
+        return out
+
+    def _fsigma_data(self, results) -> dict:
+        """f(σ) of the filters of upstream (random labels) and scratch (real labels) runs that logged
+        `eval/transfer_tau/<layer>/<i>` (Fig. 4 centre/right), pooled over seeds: '<labels>/<layer>' -> curve."""
+        pooled: dict = {}
+        for s, r in results:
+            role, arm = s.values['role'], s.values.get('arm')
+            if not r or not (role == 'upstream' or (role == 'downstream' and arm == 'scratch')):
+                continue
+            final = r.get('final', {})
+            layers = sorted({k.split('/')[2] for k in final if k.startswith('eval/transfer_tau/')})
+            for layer in layers:
+                n = len([k for k in final if k.startswith(f'eval/transfer_tau/{layer}/')])
+                key = f'{"random" if role == "upstream" else "real"}/{layer}'
+                pooled.setdefault(key, []).append(
+                    ([final[f'eval/transfer_sigma/{layer}/{i}'] for i in range(n)],
+                     [final[f'eval/transfer_tau/{layer}/{i}'] for i in range(n)]))
+        out = {}
+        for key, curves in pooled.items():
+            if len({len(c[0]) for c in curves}) != 1:
+                continue
+            sig = np.asarray([c[0] for c in curves], float)
+            tau = np.asarray([c[1] for c in curves], float)
+            out[key] = {'sigma': sig.mean(0).tolist(), 'tau': np.sqrt(np.mean(tau**2, 0)).tolist(), 'num_runs': len(curves)}
         return out
 
     def _sparsity_summary(self, results) -> list:
@@ -636,6 +662,17 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
             ax.grid(alpha=0.3)
             ax.legend()
             written.append(self._save(fig, figdir / 'fig4_fsigma_synthetic.png', 'Fig. 4 (left): f(σ), synthetic data'))
+        fd = self._fsigma_data(results)
+        if fd:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for key, v in fd.items():
+                ax.plot(v['sigma'], v['tau'], 'o-', ms=3, label=f'{key} ({v["num_runs"]} runs)')
+            ax.set_xlabel('σ (data patch eigenvalue, sqrt)')
+            ax.set_ylabel('f(σ)')
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+            written.append(self._save(fig, figdir / 'fig4_fsigma_data.png',
+                                      'Fig. 4 (centre/right): f(σ) of first-layer filters, random and real labels'))
         written += self._eigenvector_figure(results, figdir, plt)
         written += self._sparsity_figures(results, figdir)
         return [w for w in written if w]

@@ -63,6 +63,8 @@ def write_fake_results(workdir: str) -> maennel.RandomLabelTransfer:
                         'eval/misalignment/random_std/conv1': 0.01 + 0.001 * s,
                         'eval/dead_fraction/fc': 0.01 * s, 'eval/inactive_fraction/fc': 0.5 + 0.01 * s}
                        for s in steps]
+            history[-1].update({'eval/transfer_sigma/conv1/0': 2.0, 'eval/transfer_sigma/conv1/1': 1.0,
+                                'eval/transfer_tau/conv1/0': 0.3 + 0.1 * seed, 'eval/transfer_tau/conv1/1': 0.5})
         elif role == 'table1':
             k = spec.values['sampled_layers']
             history = [{'step': s, 'train/accuracy': 0.1 + 0.01 * s + 0.05 * k, 'test/accuracy': 0.1 + 0.01 * s + 0.04 * k}
@@ -174,6 +176,10 @@ class SummaryTest(absltest.TestCase):
         want = np.sqrt((np.array([1.0, 2.0, 0.5]) ** 2 + (np.array([1.0, 2.0, 0.5]) + 0.1) ** 2) / 2)
         np.testing.assert_allclose(fs['tau'], want)
         self.assertEqual(fs['peak_sigma'], 2.0)
+        # f(σ) of the upstream filters (Fig. 4 centre): pooled over the two seeds.
+        fd = report['fsigma_data']['random/conv1']
+        np.testing.assert_allclose(fd['tau'], [np.sqrt((0.3**2 + 0.4**2) / 2), 0.5])
+        self.assertEqual(fd['num_runs'], 2)
         self.assertTrue(os.path.exists(os.path.join(workdir, 'figures', 'fig2_misalignment.png')))
         self.assertTrue(os.path.exists(os.path.join(workdir, 'figures', 'fig4_fsigma_synthetic.png')))
         text = pathlib.Path(workdir, 'report.md').read_text()
