@@ -74,7 +74,9 @@ class MemorizationGeometry(sweep_experiment.SweepExperiment):
                       'experiments.MemorizationGeometry.steps_per_epoch = 1',
                       'experiments.MemorizationGeometry.examples_per_class = 4',
                       'experiments.MemorizationGeometry.n_t = 10', 'experiments.MemorizationGeometry.max_mftma_layers = 1',
-                      'experiments.MemorizationGeometry.embed_examples = 10', 'metrics.GradientSplit.max_examples = 32')
+                      'experiments.MemorizationGeometry.embed_examples = 10', 'metrics.GradientSplit.max_examples = 32',
+                      'models.vgg16.width_multiplier = 0.125', 'models.alexnet.width_multiplier = 0.125',
+                      'models.resnet18.width_multiplier = 0.125')
 
     def __init__(self, workdir: str, seed: int = 0, steps_per_epoch: int = gin.REQUIRED,
                  examples_per_class: int = 50, num_manifolds: int = 100, n_t: int = 200,
