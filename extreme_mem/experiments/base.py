@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from extreme_mem import config, registry
+from extreme_mem import config, registry, runs
 from extreme_mem.data import base as data_base
 from extreme_mem.experiments import observer as observer_lib
 from extreme_mem.experiments import workdir_lock
@@ -155,6 +155,19 @@ class SingleRun(Experiment):
     def build_writers(self) -> writers_lib.Writers:
         return writers_lib.Writers(self._writers, self.workdir)
 
+    def export_model(self, model: keras.Model) -> None:
+        """Saves the trained model as `model.keras` (atomically), for `extreme_mem.load_run`."""
+        path = pathlib.Path(self.workdir) / runs.MODEL_FILENAME
+        tmp = path.with_name('.tmp.' + path.name)
+        try:
+            model.save(tmp)
+        except Exception as e:  # pylint: disable=broad-except  (the run itself is finished and recorded)
+            logging.warning('Model not exported to %s (%s: %s); the checkpoints still hold it.',
+                            path, type(e).__name__, e)
+            tmp.unlink(missing_ok=True)
+            return
+        os.replace(tmp, path)
+
     # ---- run ----------------------------------------------------------------------------------
 
     def run(self) -> dict:
@@ -214,6 +227,8 @@ class SingleRun(Experiment):
             writers.close()
             raise
         writers.close()
+        if fit.status == 'done':
+            self.export_model(model)
         config.save_operative_config(workdir)  # now complete: every configurable was called
         record.data['final_step'] = fit.step
         record.finish(fit.status, fit.final)

@@ -11,7 +11,7 @@ import gin
 import keras
 
 from extreme_mem import registry
-from extreme_mem.models import initializers
+from extreme_mem.models import activations, initializers
 
 ACTIVATIONS = ('sin', 'relu', 'sigmoid', 'linear', 'tanh')
 
@@ -21,7 +21,7 @@ def activation_layer(name: str, layer_name: str) -> keras.layers.Layer:
     if name not in ACTIVATIONS:
         raise ValueError(f'Unknown activation {name!r}; valid: {list(ACTIVATIONS)}.')
     if name == 'sin':
-        return keras.layers.Activation(keras.ops.sin, name=layer_name)
+        return keras.layers.Activation(activations.sin, name=layer_name)
     return keras.layers.Activation(name, name=layer_name)
 
 
