@@ -137,6 +137,7 @@ class MemorizationGeometry(sweep_experiment.SweepExperiment):
 
     def summarize(self, results) -> dict:
         summary = super().summarize(results)
+        summary['steps_per_epoch'] = self.steps_per_epoch
         groups = self._jobs(results)
         analyses = iter(self._analyze_all([job for jobs in groups.values() for job in jobs]))
         points = []
