@@ -1,4 +1,5 @@
-"""benchmarks/*.py on their smallest settings: the printed table and the `--json` rows agree.
+"""benchmarks/pergrad.py and benchmarks/mftma.py on their smallest settings: the printed table
+and the `--json` rows agree.
 
 Each script runs as a subprocess (as a user runs it), so the test also covers its flags. The
 MFTMA benchmark needs the reference fixtures beside the repository and is skipped without them.
