@@ -13,10 +13,10 @@ from typing import Any, Optional
 
 from absl import logging
 
-from extreme_mem.train import outputs
+from extreme_mem.train import outputs as outputs_lib
 
 # What a plugin may ask the trainer for on the steps it runs (one set of names, owned by the trainer).
-Need = outputs.Need
+Need = outputs_lib.Need
 NEEDS = Need.ALL
 _LEGACY_FULL_DATASET = 'full_dataset'  # nothing read it; dropped with a warning until plugins stop listing it
 
@@ -41,7 +41,7 @@ class MetricPlugin(abc.ABC):
             logging.warning('%s.needs lists the removed %r; evaluation-time plugins declare no needs.',
                             cls.__name__, _LEGACY_FULL_DATASET)
             needs -= {_LEGACY_FULL_DATASET}
-        cls.needs = outputs.check_needs(needs, f'{cls.__name__}.needs')
+        cls.needs = outputs_lib.check_needs(needs, f'{cls.__name__}.needs')
         cls.wants_gram = Need.GRAM in cls.needs
 
     def __init__(self, every_n_steps: Optional[int] = None):
