@@ -62,9 +62,11 @@ class IdentityCrisis(sweep_experiment.SweepExperiment):
       budgets: `{architecture: fraction or {depth: fraction}}`: those runs train for that fraction
         of `train.Trainer.num_steps` (at least 1 step), e.g. to afford deep CNNs on a CPU.
       train_class, train_index: the training image (`data.IdentityImage`).
-      sizes: input sizes of the robustness test (CNNs; section 3.3).
+      sizes: input sizes of the robustness test (CNNs; section 3.3), on the first `vis_images`
+        images (the training image, then the evaluation set).
       info_examples: (train, test) examples of the source for Fig. 5's classifier.
-      vis_images: evaluation images shown per intermediate-layer picture.
+      vis_images: images in the input-size and intermediate-layer analyses.
+      depth_cap: every depth above it becomes it (duplicates dropped): a cheap trial of a file.
       **kwargs: `SweepExperiment` knobs.
     """
 
@@ -76,12 +78,17 @@ class IdentityCrisis(sweep_experiment.SweepExperiment):
     panel_titles = {'train_loss': 'Training MSE', 'identity_0': 'Correlation with identity, ρ = 0',
                     'constant_0': 'Correlation with constant, ρ = 0'}
     log_panels = ('train_loss',)
+    # What tests/gin_configs_test.py adds to its 2-step runs of gin/zhang2020/*.gin.
+    smoke_bindings = ('experiments.IdentityCrisis.depth_cap = 2', 'CHANNELS = 4', 'models.identity_fcn.width = 16',
+                      'metrics.IdentityCorrelation.num_per_rho = 2', 'experiments.IdentityCrisis.info_examples = (6, 6)',
+                      'experiments.IdentityCrisis.sizes = (7, 14)', 'experiments.IdentityCrisis.vis_images = 2')
 
     def __init__(self, workdir: str, seed: int = 0, architectures: Optional[Mapping[str, Sequence[int]]] = None,
                  budgets: Optional[Mapping] = None, train_class: Optional[int] = 0, train_index: int = 0,
                  sizes: Sequence[int] = (7, 14, 28, 56, 112), info_examples: Sequence[int] = (200, 100),
-                 vis_images: int = 4, **kwargs):
-        self.architectures = dict(architectures or {'cnn': [1, 3, 5]})
+                 vis_images: int = 4, depth_cap: Optional[int] = None, **kwargs):
+        self.architectures = {arch: list(dict.fromkeys(min(int(d), depth_cap or int(d)) for d in depths))
+                              for arch, depths in (architectures or {'cnn': [1, 3, 5]}).items()}
         unknown = [a for a in list(self.architectures) + list(budgets or {}) if a not in MODELS]
         if unknown:
             raise config.ConfigError(f'Unknown architectures {unknown}; valid: {list(MODELS)}.')
@@ -147,16 +154,19 @@ class IdentityCrisis(sweep_experiment.SweepExperiment):
         images = np.concatenate([data.train.images, data.test.images])
         out = {'inputs': images, 'predictions': predict(images), 'rank': identity_images.patch_rank(images[0])}
         if source is not None:
-            out['sizes'] = analysis.size_correlations(predict, data.test.images, self.sizes)
-            out['size_grid'] = {s: (analysis.resize_images(images[:8], s), predict(analysis.resize_images(images[:8], s)))
-                                for s in (min(self.sizes), max(self.sizes))}
+            shown = images[:self.vis_images]  # the training image and the first evaluation images
+            resized = {size: analysis.resize_images(shown, size) for size in self.sizes}
+            predicted = {size: predict(x) for size, x in resized.items()}
+            out['sizes'] = {size: float(np.mean(ic.pearson(predicted[size], x))) for size, x in resized.items()}
+            out['size_grid'] = {s: (resized[s], predicted[s]) for s in (min(self.sizes), max(self.sizes))}
             n_tr, n_te = self.info_examples
             args = (source.train.images[:n_tr], source.train.true_labels[:n_tr], source.test.images[:n_te],
                     source.test.true_labels[:n_te], source.info.num_classes)
             out['layerwise'] = analysis.layerwise_errors(model, *args)
-            out['layerwise_untrained'] = analysis.layerwise_errors(untrained, *args)
+            if spec.values['depth'] == max(self.architectures['cnn']):  # Fig. 5's untrained reference
+                out['layerwise_untrained'] = analysis.layerwise_errors(untrained, *args)
             out['layers'] = [(name, [analysis.top_singular_image(a) for a in act])
-                             for name, act in analysis.chain_activations(model, images[:self.vis_images])]
+                             for name, act in analysis.chain_activations(model, shown)]
         with tf.summary.create_file_writer(str(self.run_dir(spec) / 'tensorboard' / 'eval')).as_default(step=0):
             grid = analysis.image_grid([list(images), list(out['predictions'])])
             tf.summary.image('predictions', grid[None, ..., None].astype(np.float32))
@@ -182,7 +192,8 @@ class IdentityCrisis(sweep_experiment.SweepExperiment):
             if 'sizes' in found:
                 row['input_size_identity_correlation'] = {str(k): v for k, v in found['sizes'].items()}
                 row['layerwise_error'] = found['layerwise']
-                row['layerwise_error_untrained'] = found['layerwise_untrained']
+                if 'layerwise_untrained' in found:
+                    row['layerwise_error_untrained'] = found['layerwise_untrained']
         self._rows = {spec.name: row for row, (spec, _) in zip(summary['runs'], results)}
         ranks = [a['rank'] for a in self._analysis.values() if 'rank' in a]
         if ranks:
@@ -212,7 +223,8 @@ class IdentityCrisis(sweep_experiment.SweepExperiment):
             lines += ['', '## Fig. 5: similarity-classifier error per layer (input … output)', '']
             for r in sized:
                 for label, key in (('trained', 'layerwise_error'), ('untrained', 'layerwise_error_untrained')):
-                    lines.append(f"- {r['run']} ({label}): " + ', '.join(f'{v:.3f}' for v in r[key].values()))
+                    if key in r:
+                        lines.append(f"- {r['run']} ({label}): " + ', '.join(f'{v:.3f}' for v in r[key].values()))
         linear = [r for r in summary['runs'] if r.get('theorem1_relative_error') is not None]
         if linear:
             lines += ['', '## Theorem 1', '']
@@ -258,8 +270,9 @@ class IdentityCrisis(sweep_experiment.SweepExperiment):
             fig, ax = plt.subplots(figsize=(7, 4))
             for s, a in cnns:
                 ax.plot(list(a['layerwise'].values()), '-o', ms=3, label=self.label(s))
-            deepest = max(cnns, key=lambda sa: len(sa[1]['layerwise_untrained']))[1]['layerwise_untrained']
-            ax.plot(list(deepest.values()), 'r-', lw=3, label='untrained (deepest)')
+            for s, a in cnns:
+                if 'layerwise_untrained' in a:
+                    ax.plot(list(a['layerwise_untrained'].values()), 'r-', lw=3, label=f'{self.label(s)}, untrained')
             ax.set(xlabel='layer index (0 = input)', ylabel='error rate', title='Fig. 5: layer-wise information loss')
             report_lib.save_figure(fig, ax, figdir / 'fig5_layerwise_error.png', legend=True)
             written.append(('Fig. 5', figdir / 'fig5_layerwise_error.png'))

@@ -94,6 +94,19 @@ class IdentityImageTest(tf.test.TestCase):
         self.assertAllClose(data.test.images[-1].std(), expected.std(), rtol=1e-4)
         self.assertAllClose(data.test.images[-1].mean(), expected.mean(), atol=1e-4)
 
+    def test_npz_source_in_mnist_layout(self):
+        rng = np.random.default_rng(0)
+        path = self.create_tempfile('mnist.npz').full_path
+        x_train = rng.integers(0, 256, size=(30, 28, 28)).astype(np.uint8)
+        y_train = np.arange(30) % 10
+        np.savez(path, x_train=x_train, y_train=y_train, x_test=x_train[:10], y_test=y_train[:10])
+        gin.parse_config([f"data.Npz.path = '{path}'", "data.Npz.preprocess = 'standardize'"])
+        data = ii.IdentityImage(source='npz', train_class=7, train_index=1, num_other=3).load(seed=0)
+        raw = x_train[17].astype(np.float64)  # the second "7": positions 7, 17, 27
+        expected = (raw - x_train.mean()) / x_train.std()
+        self.assertAllClose(data.train.images[0, ..., 0], expected, rtol=1e-4, atol=1e-4)
+        self.assertEqual(data.info.input_shape, (28, 28, 1))
+
     def test_index_out_of_range_names_the_class_size(self):
         with self.assertRaisesRegex(ValueError, r"train_index 12 out of range: class 1 has 12"):
             ii.IdentityImage(source='sample_photos', train_class=1, train_index=12).load(seed=0)

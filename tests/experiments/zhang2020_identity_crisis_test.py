@@ -95,6 +95,11 @@ class IdentityCrisisTest(tf.test.TestCase):
         self.assertEqual(specs[1].bindings[-1], 'models.identity_cnn.kernel_size = 13')  # variant binding last
         self.assertEqual(specs[1].values['variant'], 'k13')
 
+    def test_depth_cap(self):
+        experiment = zc.IdentityCrisis(workdir=self.create_tempdir().full_path, depth_cap=2,
+                                       architectures={'cnn': [1, 3, 5], 'fcn': [6]})
+        self.assertEqual([s.name for s in experiment.specs()], ['cnn,depth=1', 'cnn,depth=2', 'fcn,depth=2'])
+
     def test_unknown_architecture(self):
         with self.assertRaisesRegex(config.ConfigError, r"Unknown architectures \['resnet'\]; valid"):
             zc.IdentityCrisis(workdir=self.create_tempdir().full_path, architectures={'resnet': [1]})
