@@ -24,7 +24,7 @@ the block as soon as they are optimal. Passive least-squares solutions are itera
 when their residual is not at rounding level, and every result is checked against the KKT
 conditions (`kkt_residual`, scaled as a backward error); any problem that fails (none of the
 ~25,000 fixture problems) is re-solved by `scipy.optimize.nnls`. At paper scale the ~17,300
-problems of a layer take ~0.1 s, against ~16 s for the reference's cvxopt calls
+problems of a layer take ~0.15 s, against ~16 s for the reference's cvxopt calls
 (docs/mftma_algorithm.md §8).
 
 `project_qp_scipy` is the slow, obviously-correct twin: the primal QP of one sample, solved by

@@ -37,7 +37,7 @@ k = P - 1, where every residual centre vanishes, and fails for P <= 5); degenera
 ValueError instead of dividing by zero; kappa != 0 is solved exactly through the same NNLS (see
 `anchor_qp`).
 
-Cost: at paper scale (P = 100, M = 50, N = 512, n_t = 200) about 0.5 CPU s single-threaded
+Cost: at paper scale (P = 100, M = 50, N = 512, n_t = 200) about 0.8 CPU s single-threaded
 (benchmarks/mftma.py) against 23.6 s for the reference (docs/mftma_algorithm.md §8). The work is
 many small matrix products: use single-threaded BLAS (e.g. OPENBLAS_NUM_THREADS=1) when the cores
 are shared; a multi-threaded BLAS under CPU contention can make it several times slower.
