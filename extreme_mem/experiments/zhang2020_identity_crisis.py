@@ -80,7 +80,8 @@ class IdentityCrisis(sweep_experiment.SweepExperiment):
     log_panels = ('train_loss',)
     # What tests/gin_configs_test.py adds to its 2-step runs of gin/zhang2020/*.gin.
     smoke_bindings = ('experiments.IdentityCrisis.depth_cap = 2', 'CHANNELS = 4', 'models.identity_fcn.width = 16',
-                      'metrics.IdentityCorrelation.num_per_rho = 2', 'experiments.IdentityCrisis.info_examples = (6, 6)',
+                      'metrics.IdentityCorrelation.num_per_rho = 2',
+                      'experiments.IdentityCrisis.info_examples = (6, 6)',
                       'experiments.IdentityCrisis.sizes = (7, 14)', 'experiments.IdentityCrisis.vis_images = 2')
 
     def __init__(self, workdir: str, seed: int = 0, architectures: Optional[Mapping[str, Sequence[int]]] = None,
