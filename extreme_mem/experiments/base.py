@@ -31,6 +31,7 @@ from extreme_mem.experiments import observer as observer_lib
 from extreme_mem.experiments import workdir_lock
 from extreme_mem.metrics import suite as suite_lib
 from extreme_mem.summaries import results as results_lib
+from extreme_mem.summaries import tensorboard as tensorboard_lib
 from extreme_mem.summaries import writers as writers_lib
 from extreme_mem.train import checkpoints
 from extreme_mem.train import distribute
@@ -182,6 +183,13 @@ class SingleRun(Experiment):
         digest, bindings = config.config_identity(exclude=_sweep_configurables(), extra={'seed': self.seed})
         return digest, bindings
 
+    def hparams(self) -> dict:
+        """This run's TensorBoard HParams: dataset, model, loss, seed, trainer knobs and the
+        `--gin_param` bindings it was started with (a sweep's axes)."""
+        files, bindings = config.parsed_files_and_bindings()
+        return tensorboard_lib.run_hparams(bindings, trainer_lib.Trainer, gin_files=files, dataset=self._dataset,
+                                           model=self._model, loss=self._loss, seed=self.seed)
+
     def _check_previous(self, workdir: pathlib.Path, digest: str, bindings: dict) -> Optional[dict]:
         """The earlier record if it belongs to this configuration; None if there is none (or it
         was cleared by `overwrite`). Raises `WorkdirError` for another configuration's run."""
@@ -219,6 +227,8 @@ class SingleRun(Experiment):
         suite = self.build_metrics()
         writers = self.build_writers()
         record.save()
+        if 'tensorboard' in self._writers:  # one HParams session per run (summaries/tensorboard.py)
+            tensorboard_lib.write_hparams(tensorboard_lib.logdir(workdir), self.hparams())
         observer = observer_lib.RunObserver(suite, writers, record, model, data)
         try:
             fit = trainer.fit(data, self.workdir, self.seed, observer)
@@ -230,6 +240,9 @@ class SingleRun(Experiment):
         if fit.status == 'done':
             self.export_model(model)
         config.save_operative_config(workdir)  # now complete: every configurable was called
+        if 'tensorboard' in self._writers:
+            tensorboard_lib.write_config(tensorboard_lib.logdir(workdir),
+                                         (workdir / 'operative_config.gin').read_text(), step=fit.step)
         record.data['final_step'] = fit.step
         record.finish(fit.status, fit.final)
         logging.info('Run %s: %s at step %d; %s', self.workdir, fit.status, fit.step,

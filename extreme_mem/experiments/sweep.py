@@ -36,6 +36,7 @@ from absl import logging
 from extreme_mem import config
 from extreme_mem.summaries import report
 from extreme_mem.summaries import results as results_lib
+from extreme_mem.summaries import tensorboard as tensorboard_lib
 
 TRAIN_SCRIPT = config.REPO_ROOT / 'launch' / 'train.py'
 DISTRIBUTIONS = ('loguniform', 'uniform', 'choice')
@@ -203,6 +204,18 @@ def run_dir(workdir: os.PathLike, spec: RunSpec) -> pathlib.Path:
     return pathlib.Path(workdir) / 'runs' / spec.name
 
 
+def tensorboard_dir(workdir: os.PathLike) -> pathlib.Path:
+    """`<workdir>/tensorboard`: one link per run (`<run name>` -> `../runs/<run name>/tensorboard`)
+    and the report's figures (`report/`), for `tensorboard --logdir=<workdir>/tensorboard`."""
+    return pathlib.Path(workdir) / 'tensorboard'
+
+
+def link_tensorboard(workdir: os.PathLike, specs: Sequence[RunSpec]) -> None:
+    """Links every spec's TensorBoard directory under `tensorboard_dir(workdir)` (short run names)."""
+    for spec in specs:
+        tensorboard_lib.link_run(tensorboard_dir(workdir), spec.name, run_dir(workdir, spec))
+
+
 # ---- running ------------------------------------------------------------------------------------
 
 _LIBC = None
@@ -349,6 +362,7 @@ def run_sweep(
         raise ValueError(f'parallel must be >= 1, got {parallel}.')
     os.makedirs(workdir, exist_ok=True)
     gin_files = [str(pathlib.Path(config._resolve(f)).resolve()) for f in gin_files]  # pylint: disable=protected-access
+    link_tensorboard(workdir, specs)
     progress = _Progress(len(specs), 1 if in_process else parallel)
     if in_process:
         results = []

@@ -31,6 +31,7 @@ from extreme_mem.experiments import base
 from extreme_mem.experiments import sweep as sweep_lib
 from extreme_mem.experiments import workdir_lock
 from extreme_mem.summaries import report as report_lib
+from extreme_mem.summaries import tensorboard as tensorboard_lib
 
 Results = Sequence  # [(sweep.RunSpec, results.json dict or None)]
 
@@ -254,6 +255,8 @@ class SweepExperiment(base.Experiment):
         summary['figures'] = [str(p) for _, p in figures]
         summary['notes'] = notes
         config.write_atomic(workdir / 'report.json', json.dumps(jsonable(summary), indent=1))
+        tensorboard_lib.write_images(sweep_lib.tensorboard_dir(workdir) / tensorboard_lib.REPORT_RUN, figures,
+                                     step=done)
         logging.info('Report: %s (%d figures)', workdir / 'report.md', len(figures))
         return summary
 

@@ -4,6 +4,11 @@ A writer has `write(results, step)`, `flush()`, `close()` (Dopamine collector sh
 TensorBoard events go to `<workdir>/tensorboard/<split>/`, the split being the tag's first part
 (`train/accuracy` -> `train/` directory, scalar `accuracy`). `results.json` is kept by
 `summaries/results.py`, not by a writer, since every run must have it.
+
+A metric plugin may ask for histograms (of weights or activations) by returning an optional
+`HISTOGRAMS` entry `{tag: array}` among its results: the TensorBoard writer writes each as a
+histogram in the tag's split directory, the other writers ignore it. Keep these few and small;
+`scalars` drops the entry for writers of numbers (and results.json).
 """
 
 import collections
@@ -14,6 +19,14 @@ import tensorflow as tf
 from absl import logging
 
 from extreme_mem import registry
+from extreme_mem.summaries import tensorboard as tensorboard_lib
+
+HISTOGRAMS = 'histograms'  # optional results entry: {tag: array} drawn as TensorBoard histograms
+
+
+def scalars(results: dict) -> dict:
+    """`results` without its optional `HISTOGRAMS` entry."""
+    return {k: v for k, v in results.items() if k != HISTOGRAMS}
 
 
 @registry.WRITERS.register('tensorboard')
@@ -34,13 +47,19 @@ class TensorBoardWriter:
 
     def write(self, results: dict, step: int) -> None:
         by_split = collections.defaultdict(dict)
-        for tag, value in results.items():
+        for tag, value in scalars(results).items():
             split, _, name = tag.partition('/')
             by_split[split][name or split] = value
         for split, values in by_split.items():
             with self._writer(split).as_default(step=int(step)):
                 for name, value in values.items():
                     tf.summary.scalar(name, float(value))
+        hists = collections.defaultdict(dict)
+        for tag, values in (results.get(HISTOGRAMS) or {}).items():
+            split, _, name = tag.partition('/')
+            hists[split][name or split] = values
+        for split, values in hists.items():
+            tensorboard_lib.write_histograms(self._writer(split), values, step)
 
     def flush(self) -> None:
         for w in self._writers.values():
@@ -62,7 +81,7 @@ class ConsoleWriter:
         del workdir
 
     def write(self, results: dict, step: int) -> None:
-        extra = {k: v for k, v in results.items() if not k.endswith(('/loss', '/accuracy'))}
+        extra = {k: v for k, v in scalars(results).items() if not k.endswith(('/loss', '/accuracy'))}
         if extra:
             logging.info('step %d: %s', step, '  '.join(f'{k} {v:.4g}' for k, v in sorted(extra.items())))
 
