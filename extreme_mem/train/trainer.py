@@ -23,6 +23,7 @@ readable checkpoint (`checkpoints.py`).
 import dataclasses
 import math
 import os
+import sys
 import time
 from typing import Callable, Optional, Sequence, Union
 
@@ -510,10 +511,9 @@ class Trainer:
                 loss_sum, correct, count = (float(x) for x in self._window.numpy())
                 self._window.assign(tf.zeros([3]))
                 rate = (step - start_step) / max(time.time() - start_time, 1e-9)
-                eta = (self.num_steps - step) / max(rate, 1e-9)
-                logging.info('step %d/%d  loss %.4f  train acc (batches) %.4f  %.1f steps/s  ETA %s',
-                             step, self.num_steps, loss_sum / max(count, 1), correct / max(count * batch_size, 1),
-                             rate, _hms(eta))
+                progress(step, self.num_steps, loss_sum / max(count, 1), correct / max(count * batch_size, 1),
+                         rate, early_stop=self._stop_accuracy is not None,
+                         line_end=step % self._eval_every == 0 or step == self.num_steps)
             stop = False
             if step % self._eval_every == 0 or step == self.num_steps:
                 if not self._weights_finite():
@@ -592,6 +592,31 @@ def _kept(manager: tf.train.CheckpointManager) -> str:
     if not latest:
         return 'no checkpoint was written before it, so none is kept'
     return f'kept checkpoint {latest} (step {checkpoints_lib.step_of(latest)})'
+
+
+def progress(step: int, total: int, loss: float, accuracy: float, rate: float, early_stop: bool = False,
+             line_end: bool = True, stream=None) -> str:
+    """Reports training progress: a Keras-style bar on a terminal, else a log line; returns the text.
+
+    The ETA is the steps left at the current rate; with early stopping (`stop_accuracy`) the run
+    may end sooner, so it is an upper bound ('≤ 0:01:00'). On a terminal (`stream.isatty()`,
+    default stderr) the bar is redrawn in place; `line_end` ends its line (before the
+    evaluation's log lines).
+    """
+    stream = stream or sys.stderr
+    eta = ('≤ ' if early_stop else '') + _hms((total - step) / max(rate, 1e-9))
+    if getattr(stream, 'isatty', lambda: False)():
+        width = 30
+        filled = min(width, int(width * step / max(total, 1)))
+        bar = '=' * filled + ('>' + '.' * (width - filled - 1) if filled < width else '')
+        text = (f'{step}/{total} [{bar}] - loss: {loss:.4f} - accuracy (batches): {accuracy:.4f} - '
+                f'{rate:.1f} steps/s - ETA: {eta}')
+        stream.write('\r' + text + ('\n' if line_end else ''))
+        stream.flush()
+    else:
+        text = f'step {step}/{total}  loss {loss:.4f}  train acc (batches) {accuracy:.4f}  {rate:.1f} steps/s  ETA {eta}'
+        logging.info('%s', text)
+    return text
 
 
 def _hms(seconds: float) -> str:
