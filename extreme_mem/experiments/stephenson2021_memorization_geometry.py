@@ -75,6 +75,7 @@ class MemorizationGeometry(sweep_experiment.SweepExperiment):
                       'experiments.MemorizationGeometry.examples_per_class = 4',
                       'experiments.MemorizationGeometry.n_t = 10', 'experiments.MemorizationGeometry.max_mftma_layers = 1',
                       'experiments.MemorizationGeometry.embed_examples = 10', 'metrics.GradientSplit.max_examples = 32',
+                      'metrics.GradientSplit.batch_size = 32',
                       'models.vgg16.width_multiplier = 0.125', 'models.alexnet.width_multiplier = 0.125',
                       'models.resnet18.width_multiplier = 0.125')
 

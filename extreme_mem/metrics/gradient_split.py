@@ -49,7 +49,7 @@ def label_split_gradients(model, images: np.ndarray, labels: np.ndarray, num_cla
       labels: [n] int training labels (P_L is their one-hot).
       num_classes: P.
       batch_size: examples per backward pass (sums are accumulated, so the result does not depend
-        on it).
+        on it); use an even number.
 
     Returns:
       (dep, ind): lists of numpy arrays aligned with `model.trainable_variables`; dep + ind is the
@@ -60,10 +60,16 @@ def label_split_gradients(model, images: np.ndarray, labels: np.ndarray, num_cla
         raise ValueError('label_split_gradients needs at least one example.')
     variables = model.trainable_variables
     sums = [[np.zeros(v.shape, np.float64) for v in variables] for _ in range(3)]
+    labels = np.asarray(labels, np.int32)
     for a in range(0, n, batch_size):
-        x = tf.convert_to_tensor(images[a:a + batch_size])
-        y = tf.convert_to_tensor(np.asarray(labels[a:a + batch_size], np.int32))
-        for acc, grad in zip(sums, _split_sums(model, x, y, num_classes)):
+        # Every pass sees exactly `batch_size` examples (the last chunk is padded with zero-weight
+        # copies): one shape, and no odd batch sizes, on which TF 2.21's oneDNN Conv2D filter
+        # gradient crashes on this CPU.
+        pos = np.arange(a, a + batch_size) % n
+        weight = (np.arange(a, a + batch_size) < n).astype(np.float32)
+        grads = _split_sums(model, tf.convert_to_tensor(images[pos]), tf.convert_to_tensor(labels[pos]),
+                            tf.convert_to_tensor(weight), num_classes)
+        for acc, grad in zip(sums, grads):
             for k, g in enumerate(grad):
                 if g is not None:
                     acc[k] += np.asarray(tf.convert_to_tensor(g), np.float64)
@@ -73,15 +79,16 @@ def label_split_gradients(model, images: np.ndarray, labels: np.ndarray, num_cla
     return dep, ind
 
 
-def _split_sums(model, x, y, num_classes: int):
-    """Summed gradients of -Σ P_L·N, Σ stop(P_M)·N and Σ_c N_c / P over the batch."""
+def _split_sums(model, x, y, weight, num_classes: int):
+    """Weighted sums over the batch of the gradients of -Σ_c P_L·N_c, Σ_c stop(P_M)·N_c and Σ_c N_c / P."""
     with tf.GradientTape(persistent=True) as tape:
         logits = tf.cast(model(x, training=False), tf.float32)
+        w = weight[:, None]
         p_label = tf.one_hot(y, num_classes)
         p_model = tf.stop_gradient(tf.nn.softmax(logits))
-        by_label = -tf.reduce_sum(p_label * logits)
-        by_model = tf.reduce_sum(p_model * logits)
-        mean_logit = tf.reduce_sum(logits) / num_classes
+        by_label = -tf.reduce_sum(w * p_label * logits)
+        by_model = tf.reduce_sum(w * p_model * logits)
+        mean_logit = tf.reduce_sum(w * logits) / num_classes
     variables = model.trainable_variables
     out = [tape.gradient(t, variables) for t in (by_label, by_model, mean_logit)]
     del tape

@@ -13,6 +13,7 @@ from extreme_mem import registry
 from extreme_mem.data import base as data_base
 from extreme_mem.metrics import base
 from extreme_mem.metrics import gradient_split
+from extreme_mem.models import resnet
 
 
 def _model(d_in=5, width=4, classes=3, seed=0):
@@ -73,6 +74,18 @@ class GradientSplitTest(tf.test.TestCase):
             loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
                 self.y, self.model(self.x), from_logits=True))
         for d, i, g in zip(dep, ind, tape.gradient(loss, self.model.trainable_variables)):
+            self.assertAllClose(d + i, g.numpy(), atol=1e-5)
+
+    def test_padded_chunks_of_a_batch_norm_convnet(self):
+        # 16 examples in chunks of 6 (the last padded with zero-weight copies) against one CE gradient.
+        model = resnet.resnet18((8, 8, 3), 4, width_multiplier=0.0625, seed=0)
+        x = np.random.default_rng(1).normal(size=(16, 8, 8, 3)).astype(np.float32)
+        y = np.arange(16) % 4
+        dep, ind = gradient_split.label_split_gradients(model, x, y, 4, batch_size=6)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+                y, model(x, training=False), from_logits=True))
+        for d, i, g in zip(dep, ind, tape.gradient(loss, model.trainable_variables)):
             self.assertAllClose(d + i, g.numpy(), atol=1e-5)
 
     def test_uniform_labels_and_uniform_outputs_cancel(self):
