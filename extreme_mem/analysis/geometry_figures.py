@@ -39,7 +39,8 @@ def subset_accuracy_curves(records: Sequence[dict], steps_per_epoch: int, path: 
         if len(x):
             ax.plot(x, y, label=name, color=SUBSET_COLORS[name], ls='--' if name in ('train', 'test') else '-')
             drawn = True
-    ax.set(xlabel='epoch', ylabel='accuracy', title=title, ylim=(0, 1.02))
+    ax.set(xlabel='epoch', ylabel='accuracy', ylim=(0, 1.02))
+    ax.set_title(title, fontsize=8)
     report.save_figure(fig, ax, path, legend=drawn)
     return drawn
 
@@ -88,10 +89,11 @@ def rewinding_curves(summary: Mapping, path: os.PathLike, title: str) -> bool:
             ax.plot([p[0] for p in pts], [p[k] for p in pts], color=color, label=layer)
     best = summary.get('subset_accuracy', {}).get('best', {}).get('test')
     if best is not None:
-        axes[1].axhline(best, color='gray', ls=':', label='best epoch (early stopping)')
+        axes[1].axhline(best, color='gray', ls=':', label='best epoch, mean over seeds (early stopping)')
     for ax, split in zip(axes, ('train', 'test')):
-        ax.set(xlabel='rewind epoch', ylabel=f'{split} accuracy', title=f'{title}: {split}')
+        ax.set(xlabel='rewind epoch', ylabel=f'{split} accuracy', title=f'{split} accuracy, one layer rewound')
     axes[0].grid(alpha=0.3)
+    fig.suptitle(title, fontsize=9)
     report.save_figure(fig, axes[1], path, legend=True)
     return True
 
