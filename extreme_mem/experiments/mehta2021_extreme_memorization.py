@@ -9,14 +9,16 @@ README section: `docs/mehta2021.md`.
 Runs, skipping and resuming come from `sweep_experiment.SweepExperiment`: each run is a
 `single_run` process with this experiment's gin files and bindings plus the run's (variant
 bindings first, then sweep values), so a sweep macro such as `INIT_SCALE` overrides every
-`%INIT_SCALE`. This module adds the paper's panels, the final alignment Ω per run, the rank
-correlation of best test accuracy with Ω (Fig. 1b) and the test-accuracy drop across σ.
+`%INIT_SCALE`. This module adds the paper's panels (titles and axis labels in the paper's
+words), the final alignment Ω per run, the rank correlation of best test accuracy with Ω
+(Fig. 1b; Spearman ρ is reported from 5 runs on, else "too few runs"), the final test accuracy
+against σ, and the test-accuracy drop across σ.
 
 Paper → tags: Fig. 2a/6d train accuracy `train/accuracy`; Fig. 1a/6c test accuracy
 `test/accuracy`; Fig. 2b ‖∇W1‖/‖W1‖ `train/relative_grad_norm/hidden`; "hidden layer gradients"
 `train/grad_alignment/hidden`; "top layer gradients" `train/grad_alignment/logits`; "logit
 gradients" `train/grad_alignment/logits_grad`; "hidden layer activations" (representation
-alignment Ω^r) `train/rep_alignment/hidden`.
+alignment Ωʳ) `train/rep_alignment/hidden`.
 """
 
 import math
@@ -46,25 +48,40 @@ DEFAULT_PANELS = {
 PANEL_TITLES = {
     'test_accuracy': 'Test accuracy',
     'train_accuracy': 'Train accuracy',
-    'relative_grad_norm_hidden': 'Relative norms ‖∇W1‖ / ‖W1‖',
-    'grad_alignment_hidden': 'Hidden layer gradients: Ω_in-class',
-    'grad_alignment_top': 'Top layer gradients: Ω_in-class',
-    'grad_alignment_logits': 'Logit gradients: Ω_in-class',
-    'rep_alignment_hidden': 'Hidden layer activations: Ω^r_in-class',
-    'rep_alignment_last_hidden': 'Last hidden layer activations: Ω^r_in-class',
-    'relative_grad_norm_hidden1': 'Relative norms ‖∇W1‖ / ‖W1‖',
-    'grad_alignment_hidden1': 'First hidden layer gradients: Ω_in-class',
-    'rep_alignment_hidden1': 'First hidden layer activations: Ω^r_in-class',
-    'rep_alignment_hidden3': 'Last hidden layer activations: Ω^r_in-class',
+    'relative_grad_norm_hidden': 'Relative norms ‖∇W₁‖ / ‖W₁‖',
+    'grad_alignment_hidden': 'Hidden layer gradients: in-class alignment Ω',
+    'grad_alignment_top': 'Top layer gradients: in-class alignment Ω',
+    'grad_alignment_logits': 'Logit gradients: in-class alignment Ω',
+    'rep_alignment_hidden': 'Hidden layer activations: in-class alignment Ωʳ',
+    'rep_alignment_last_hidden': 'Last hidden layer activations: in-class alignment Ωʳ',
+    'relative_grad_norm_hidden1': 'Relative norms ‖∇W₁‖ / ‖W₁‖',
+    'grad_alignment_hidden1': 'First hidden layer gradients: in-class alignment Ω',
+    'rep_alignment_hidden1': 'First hidden layer activations: in-class alignment Ωʳ',
+    'rep_alignment_hidden3': 'Last hidden layer activations: in-class alignment Ωʳ',
 }
+# Y-axis labels of the paper's tags (eqs. 5-6: Ω of per-example gradients, Ωʳ of representations).
+TAG_LABELS = {
+    'train/relative_grad_norm/hidden': '‖∇W₁‖ / ‖W₁‖',
+    'train/relative_grad_norm/hidden1': '‖∇W₁‖ / ‖W₁‖',
+    'train/relative_grad_norm': 'relative gradient norm ‖∇W‖ / ‖W‖',
+    'train/grad_alignment': 'in-class gradient alignment Ω',
+    'train/rep_alignment': 'in-class representation alignment Ωʳ',
+}
+report_lib.label_tags(TAG_LABELS)
+# Summary quantity name -> its Fig. 1b x label (others: 'final ' + the tag's label).
+QUANTITY_LABELS = {
+    'grad_alignment_hidden': 'final hidden layer gradient alignment Ω',
+    'rep_alignment_hidden': 'final hidden layer representation alignment Ωʳ',
+}
+# Spearman ρ is reported from this many runs on (with n = 3, ρ = ±1 and p = 0 say nothing).
+MIN_SPEARMAN_RUNS = 5
+SIGMA = 'INIT_SCALE'  # the sweep key of σ, the first layer's init scale
 # Summary quantity name -> alternative tags; its final value goes in the table, and its Spearman
 # correlation with the best test accuracy in the report (Fig. 1b).
 DEFAULT_OMEGAS = {
     'grad_alignment_hidden': ['train/grad_alignment/hidden'],
     'rep_alignment_hidden': ['train/rep_alignment/hidden'],
 }
-
-
 
 
 @registry.EXPERIMENTS.register('extreme_memorization')
@@ -106,28 +123,32 @@ class ExtremeMemorization(sweep_experiment.SweepExperiment):
         summary = super().summarize(results)
         rows = summary['runs']
         variants = list(self.variants) or ['']
-        correlations = {}
+        correlations, counts = {}, {}
         for name in self.quantities:
             groups = {'all runs': rows}
             if len(variants) > 1 and self._grid_size() > 1:  # per variant, across the sweep
                 groups.update({v: [r for r in rows if r.get('variant') == v] for v in variants})
             for group, members in groups.items():
-                correlations.setdefault(name, {})[group] = report_lib.spearman(
-                    [r['best test acc'] for r in members], [r[f'final {name}'] for r in members])
+                acc, omega = [r['best test acc'] for r in members], [r[f'final {name}'] for r in members]
+                correlations.setdefault(name, {})[group] = report_lib.spearman(acc, omega, min_n=MIN_SPEARMAN_RUNS)
+                counts.setdefault(name, {})[group] = len(report_lib.finite_pairs(acc, omega))
         drops = {}
         for v in variants:
             accs = [r['test acc'] for r in rows if r.get('variant', '') == v and np.isfinite(r['test acc'])]
             if len(accs) > 1:
                 drops[v] = {'max': max(accs), 'min': min(accs), 'drop': max(accs) - min(accs)}
-        return {**summary, 'spearman': correlations, 'test_accuracy_drop': drops}
+        return {**summary, 'spearman': correlations, 'spearman_n': counts, 'test_accuracy_drop': drops}
 
     def report_sections(self, summary: dict) -> list:
         lines = ['## Best test accuracy vs final alignment (Spearman)', '']
         for name, groups in summary['spearman'].items():
             for group, result in groups.items():
-                if result is None:
-                    lines.append(f'- `{name}`, {group}: undefined '
-                                 '(fewer than 3 runs with both values, or a constant input).')
+                n = summary['spearman_n'][name][group]
+                if result is None and n < MIN_SPEARMAN_RUNS:
+                    lines.append(f'- `{name}`, {group}: too few runs (n = {n} with both values; '
+                                 f'ρ is reported from n = {MIN_SPEARMAN_RUNS}).')
+                elif result is None:
+                    lines.append(f'- `{name}`, {group}: undefined (a constant input, n = {n}).')
                 else:
                     lines.append(f'- `{name}`, {group}: Spearman ρ = {result["rho"]:.3f} '
                                  f'(p = {result["pvalue"]:.3g}, n = {result["n"]}).')
@@ -162,7 +183,9 @@ class ExtremeMemorization(sweep_experiment.SweepExperiment):
         return report_lib.markdown_table(list(table.values()), axis_cols + [f'test acc: {v}' for v in self.variants])
 
     def extra_figures(self, results: Sequence, figdir: pathlib.Path) -> list:
-        """Fig. 1b: best test accuracy against each final Ω, one colour per variant."""
+        """Fig. 1b (best test accuracy against each final Ω, one colour per variant) and the final
+        test accuracy against σ (one line per variant)."""
+        subtitle = textwrap.wrap(self.figure, 80)
         written = []
         for name, tags in self.quantities.items():
             scatter = {}
@@ -171,8 +194,35 @@ class ExtremeMemorization(sweep_experiment.SweepExperiment):
                          self.label(spec, with_variant=False) if spec.values.keys() - {'variant'} else '')
                 scatter.setdefault(spec.values.get('variant', ''), []).append(point)
             path = figdir / f'best_test_accuracy_vs_{name}.png'
-            title = '\n'.join(['Best test accuracy vs final alignment (Fig. 1b)'] + textwrap.wrap(self.figure, 80))
-            if report_lib.plot_scatter(scatter, path, xlabel=f'final {name} ({" | ".join(tags)})',
-                                       ylabel='best test accuracy', title=title):
-                written.append((f'Best test accuracy vs final {name} (Fig. 1b)', path))
+            xlabel = QUANTITY_LABELS.get(name, f'final {report_lib.axis_label(tags)}')
+            title = '\n'.join([f'Best test accuracy vs {xlabel} (Fig. 1b)'] + subtitle)
+            if report_lib.plot_scatter(scatter, path, xlabel=xlabel, ylabel='best test accuracy', title=title):
+                written.append((f'Best test accuracy vs {xlabel} (Fig. 1b)', path))
+        written += self._accuracy_vs_sigma(results, figdir, subtitle)
         return written
+
+    def _accuracy_vs_sigma(self, results: Sequence, figdir: pathlib.Path, subtitle: list) -> list:
+        """Final test accuracy against σ (log axis), one line per variant (and other axis values);
+        the mean over seeds. Nothing when σ is not swept."""
+        points: dict = {}
+        for spec, record in results:
+            sigma = spec.values.get(SIGMA)
+            if not isinstance(sigma, (int, float)) or isinstance(sigma, bool):
+                continue
+            others = {k: v for k, v in spec.values.items() if k not in (SIGMA, 'seed', 'variant')}
+            group = ', '.join([str(spec.values.get('variant', ''))] * bool(spec.values.get('variant'))
+                              + [f'{self.labels.get(k, k.split(".")[-1])} = {v}' for k, v in others.items()])
+            points.setdefault(group, {}).setdefault(float(sigma), []).append(
+                report_lib.last_value(record, 'test/accuracy'))
+        if sum(len(p) for p in points.values()) < 2:
+            return []
+        curves = {g: [(x, np.nanmean(ys) if np.isfinite(ys).any() else math.nan) for x, ys in p.items()]
+                  for g, p in points.items()}
+        sigmas = [x for p in points.values() for x in p]
+        path = figdir / 'final_test_accuracy_vs_sigma.png'
+        label = 'Final test accuracy vs initialization scale σ'
+        if report_lib.plot_curves(curves, path, xlabel='σ (initialization scale of the first layer)',
+                                  ylabel='final test accuracy', title='\n'.join([label] + subtitle),
+                                  logx=min(sigmas) > 0 and max(sigmas) / min(sigmas) >= 10):
+            return [(label, path)]
+        return []

@@ -23,6 +23,30 @@ from extreme_mem.summaries import results as results_lib
 
 Tags = Union[str, Sequence[str]]
 
+# Axis labels of tags, in the papers' words: a paper experiment adds its own with `label_tags`. A
+# tag matches its exact entry, else its `split/quantity` entry (any layer).
+TAG_LABELS = {
+    'train/accuracy': 'train accuracy',
+    'test/accuracy': 'test accuracy',
+    'train/loss': 'train loss',
+    'test/loss': 'test loss',
+}
+
+
+def label_tags(labels: Mapping[str, str]) -> None:
+    """Adds `{tag or 'split/quantity': axis label}` entries used by `axis_label`."""
+    TAG_LABELS.update(labels)
+
+
+def axis_label(tags: Tags) -> str:
+    """The label of the first of `tags` with one in `TAG_LABELS` (exact, then without the layer);
+    else `short_name(tags)`."""
+    for tag in alternatives(tags):
+        for key in (tag, '/'.join(tag.split('/')[:2])):
+            if key in TAG_LABELS:
+                return TAG_LABELS[key]
+    return short_name(tags)
+
 
 def alternatives(tags: Tags) -> list:
     """`tags` as a list of alternative tags (a single tag becomes a one-element list)."""
@@ -77,17 +101,26 @@ def best_value(record: Optional[dict], tags: Tags, mode: str = 'max') -> float:
     return max(values) if mode == 'max' else min(values)
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> Optional[dict]:
+def finite_pairs(x: Sequence[float], y: Sequence[float]) -> list:
+    """The pairs of (x, y) with both values finite."""
+    return [(float(a), float(b)) for a, b in zip(x, y) if np.isfinite(a) and np.isfinite(b)]
+
+
+def spearman(x: Sequence[float], y: Sequence[float], min_n: int = 3) -> Optional[dict]:
     """Spearman rank correlation of the finite pairs of (x, y).
 
+    Args:
+      min_n: fewer finite pairs give None (with very few runs ρ is coarse and its p-value
+        meaningless: n = 3 gives ρ = ±1 with p = 0).
+
     Returns:
-      `{'rho', 'pvalue', 'n'}`, or None with fewer than 3 finite pairs or a constant input
-      (the correlation is undefined).
+      `{'rho', 'pvalue', 'n'}`, or None with fewer than `max(min_n, 3)` finite pairs or a
+      constant input (the correlation is undefined).
     """
     from scipy import stats  # pylint: disable=g-import-not-at-top
 
-    pairs = [(float(a), float(b)) for a, b in zip(x, y) if np.isfinite(a) and np.isfinite(b)]
-    if len(pairs) < 3:
+    pairs = finite_pairs(x, y)
+    if len(pairs) < max(int(min_n), 3):
         return None
     xs, ys = np.array(pairs).T
     if np.ptp(xs) == 0 or np.ptp(ys) == 0:
@@ -174,7 +207,7 @@ def plot_panel(
         ax.plot(steps, values, label=label)
     name = ' | '.join(alternatives(tags))
     ax.set_xlabel('optimizer steps')
-    ax.set_ylabel(ylabel or short_name(tags))
+    ax.set_ylabel(ylabel or axis_label(tags))
     if logy:
         ax.set_yscale('log')
     ax.set_title(title or name, fontsize=10)
@@ -201,13 +234,61 @@ def plot_scatter(
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for group, pts in finite.items():
-        if not pts:
-            continue
-        xs, ys, notes = zip(*pts)
-        ax.scatter(xs, ys, label=group or None, s=30)
-        for x, y, note in pts:
-            if note:
-                ax.annotate(str(note), (x, y), fontsize=7, xytext=(3, 3), textcoords='offset points')
+        if pts:
+            xs, ys, _ = zip(*pts)
+            ax.scatter(xs, ys, label=group or None, s=30)
+    _annotate(ax, [(x, y, note) for pts in finite.values() for x, y, note in pts if note])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    save_figure(fig, ax, path, legend=any(g for g in finite))
+    return count
+
+
+def _annotate(ax, notes: Sequence[tuple], min_pixels: float = 10.0) -> None:
+    """Writes `(x, y, text)` notes next to their points, stacking the texts of points closer than
+    `min_pixels` on screen so they do not overlap."""
+    ax.autoscale_view()
+    placed = []
+    for x, y, note in notes:
+        px = ax.transData.transform((x, y))
+        near = sum(1 for q in placed if np.hypot(*(q - px)) < min_pixels)
+        placed.append(px)
+        ax.annotate(str(note), (x, y), fontsize=7, xytext=(4, 3 - 9 * near), textcoords='offset points',
+                    va='bottom' if not near else 'top')
+
+
+def plot_curves(
+    groups: Mapping[str, Sequence[tuple]],
+    path: os.PathLike,
+    xlabel: str,
+    ylabel: str,
+    title: str = '',
+    logx: bool = False,
+) -> int:
+    """One line with markers per group through its finite (x, y) points, sorted by x; saved as a PNG.
+
+    Args:
+      groups: legend label ('' for none) -> [(x, y)].
+      logx: log-scale x axis (points with x <= 0 are not drawn).
+
+    Returns:
+      The number of points drawn (no file is written when it is 0).
+    """
+    finite = {g: sorted((float(x), float(y)) for x, y in pts
+                        if np.isfinite(x) and np.isfinite(y) and (x > 0 or not logx))
+              for g, pts in groups.items()}
+    count = sum(len(p) for p in finite.values())
+    if not count:
+        return 0
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for group, pts in finite.items():
+        if pts:
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, marker='o', label=group or None)
+    if logx:
+        ax.set_xscale('log')
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

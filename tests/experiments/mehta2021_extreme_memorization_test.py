@@ -4,15 +4,33 @@ hand-off to the runs, and the report built from results.json records (no trainin
 import json
 import math
 import os
+from unittest import mock
 
+import numpy as np
 from absl.testing import absltest, parameterized
+from scipy import stats
 
 from extreme_mem import config, registry
 from extreme_mem.experiments import mehta2021_extreme_memorization as em
 from extreme_mem.experiments import sweep
+from extreme_mem.summaries import report as report_lib
 from tests import testing
 
-SIGMAS = (0.01, 1.0, 10.0)
+SIGMAS = (0.001, 0.01, 0.1, 1.0, 10.0)
+
+
+def sin_test_acc(sigma: float) -> float:
+    return 0.95 if sigma < 0.1 else 0.1 + 0.01 * (sigma < 5)
+
+
+def relu_test_acc(sigma: float) -> float:
+    return 0.95 - 0.05 * math.log10(sigma / 0.01) / 3
+
+
+def rank_correlation(x, y) -> float:
+    """Reference Spearman ρ: Pearson correlation of average ranks (ties share their mean rank)."""
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    return float(np.corrcoef(rx, ry)[0, 1])
 
 
 def fake_record(test_acc: float, omega: float, steps: int = 300, logged=('grad', 'rep', 'norm')) -> dict:
@@ -42,9 +60,9 @@ def write_fake_sweep(workdir: str, variants=('sin', 'relu'), sigmas=SIGMAS) -> l
     for spec in specs:
         sigma = spec.values['INIT_SCALE']
         if spec.values['variant'] == 'sin':
-            record = fake_record(0.95 if sigma < 0.1 else 0.1 + 0.01 * (sigma < 5), 0.6 / (1 + 100 * sigma))
+            record = fake_record(sin_test_acc(sigma), 0.6 / (1 + 100 * sigma))
         else:
-            record = fake_record(0.95 - 0.05 * math.log10(sigma / 0.01) / 3, 0.5 / (1 + sigma))
+            record = fake_record(relu_test_acc(sigma), 0.5 / (1 + sigma))
         directory = sweep.run_dir(workdir, spec)
         directory.mkdir(parents=True)
         (directory / 'results.json').write_text(json.dumps(record))
@@ -106,13 +124,30 @@ class ReportTest(testing.GinCleanMixin, absltest.TestCase):
     def test_report_tables_correlations_and_figures(self):
         workdir = self.create_tempdir().full_path
         results = write_fake_sweep(workdir)
-        summary = self._experiment(workdir).write_report(results)
+        with mock.patch.object(report_lib, 'plot_curves', wraps=report_lib.plot_curves) as curves:
+            summary = self._experiment(workdir).write_report(results)
         text = open(os.path.join(workdir, 'report.md')).read()
         self.assertIn('| sin,INIT_SCALE=10 | sin | 10 | done | 300 |', text)
         rho = summary['spearman']['grad_alignment_hidden']['sin']
-        self.assertEqual(rho['n'], 3)
-        self.assertGreater(rho['rho'], 0.8)
+        self.assertEqual(rho['n'], 5)
+        # Best test accuracy vs final Ω of the sin runs, from the fake records' own formulas.
+        grad_omegas = [0.6 / (1 + 100 * s) for s in SIGMAS]  # the final train/grad_alignment/hidden
+        self.assertAlmostEqual(rho['rho'], rank_correlation([sin_test_acc(s) for s in SIGMAS], grad_omegas))
         self.assertIn(f'`grad_alignment_hidden`, sin: Spearman ρ = {rho["rho"]:.3f}', text)
+        self.assertIn('`grad_alignment_hidden`, all runs: Spearman ρ =', text)
+        # Final test accuracy vs σ: one line per variant through the runs' final test accuracies.
+        (groups, path), kwargs = curves.call_args
+        self.assertEqual(sorted(groups), ['relu', 'sin'])
+        for variant, acc in (('sin', sin_test_acc), ('relu', relu_test_acc)):
+            xs, ys = zip(*sorted(groups[variant]))
+            self.assertEqual(xs, SIGMAS)
+            np.testing.assert_allclose(ys, [acc(s) for s in SIGMAS])
+        self.assertEqual(os.path.basename(path), 'final_test_accuracy_vs_sigma.png')
+        self.assertTrue(kwargs['logx'])
+        self.assertIn('σ', kwargs['xlabel'])
+        self.assertIn('](figures/final_test_accuracy_vs_sigma.png)', text)
+        self.assertNotIn('Ω^r', text)
+        self.assertIn('Hidden layer activations: in-class alignment Ωʳ', text)
         self.assertIn('**relu** loses far less test accuracy than **sin**', text)
         self.assertIn('| σ | test acc: sin | test acc: relu |', text)
         figures = sorted(os.listdir(os.path.join(workdir, 'figures')))
@@ -122,7 +157,7 @@ class ReportTest(testing.GinCleanMixin, absltest.TestCase):
         self.assertIn('](figures/test_accuracy_sin.png)', text)
         with open(os.path.join(workdir, 'report.json')) as f:  # strict JSON: no NaN
             saved = json.load(f, parse_constant=lambda c: self.fail(f'non-JSON constant {c}'))
-        self.assertLen(saved['runs'], 6)
+        self.assertLen(saved['runs'], 10)
 
     def test_missing_tags_and_runs_are_notes_not_errors(self):
         workdir = self.create_tempdir().full_path
@@ -133,9 +168,24 @@ class ReportTest(testing.GinCleanMixin, absltest.TestCase):
         summary = experiment.write_report(results)
         text = open(os.path.join(workdir, 'report.md')).read()
         self.assertIn('Panel `grad_alignment_hidden` skipped: no run logged `train/grad_alignment/hidden`', text)
-        self.assertIn('undefined (fewer than 3 runs', text)
+        self.assertIn('`grad_alignment_hidden`, all runs: too few runs (n = 0 with both values; '
+                      'ρ is reported from n = 5)', text)
         self.assertEqual([r['status'] for r in summary['runs']], ['done', 'missing', 'failed'])
         self.assertTrue(os.path.exists(os.path.join(workdir, 'figures', 'test_accuracy.png')))
+
+    def test_spearman_needs_five_runs(self):
+        workdir = self.create_tempdir().full_path
+        results = write_fake_sweep(workdir, sigmas=(0.01, 1.0, 10.0))
+        summary = self._experiment(workdir, sweep={'INIT_SCALE': [0.01, 1.0, 10.0]}).write_report(results)
+        text = open(os.path.join(workdir, 'report.md')).read()
+        self.assertIsNone(summary['spearman']['grad_alignment_hidden']['sin'])
+        self.assertEqual(summary['spearman_n']['grad_alignment_hidden']['sin'], 3)
+        self.assertIn('`grad_alignment_hidden`, sin: too few runs (n = 3 with both values; '
+                      'ρ is reported from n = 5).', text)
+        self.assertNotIn('sin: Spearman ρ', text)
+        all_runs = summary['spearman']['grad_alignment_hidden']['all runs']  # 6 runs: reported
+        self.assertEqual(all_runs['n'], 6)
+        self.assertIn(f'all runs: Spearman ρ = {all_runs["rho"]:.3f}', text)
 
     def test_alternative_tags_share_a_panel(self):
         workdir = self.create_tempdir().full_path

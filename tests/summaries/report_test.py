@@ -3,6 +3,9 @@
 import math
 import os
 
+from unittest import mock
+
+import numpy as np
 from absl.testing import absltest
 
 from extreme_mem.summaries import report
@@ -56,6 +59,38 @@ class ReportTest(absltest.TestCase):
         points = {'g': [(1, 2, 'x'), (math.nan, 1, '')]}
         self.assertEqual(report.plot_scatter(points, os.path.join(d, 's.png'), 'x', 'y'), 1)
         self.assertEqual(report.plot_scatter({'g': []}, os.path.join(d, 't.png'), 'x', 'y'), 0)
+
+    def test_spearman_min_n(self):
+        x, y = [1, 2, 3, 4, math.nan], [10, 30, 20, 40, 50]
+        self.assertIsNone(report.spearman(x, y, min_n=5))  # 4 finite pairs
+        self.assertEqual(len(report.finite_pairs(x, y)), 4)
+        self.assertAlmostEqual(report.spearman(x[:4] + [5], y, min_n=5)['rho'], 0.9)  # 1 - 6*2/(5*24)
+
+    def test_axis_label_exact_then_quantity_then_tag(self):
+        with mock.patch.dict(report.TAG_LABELS, {'train/zz': 'Z', 'train/zz/top': 'top Z'}):
+            self.assertEqual(report.axis_label('train/zz/top'), 'top Z')
+            self.assertEqual(report.axis_label(['train/nothing', 'train/zz/hidden']), 'Z')
+            self.assertEqual(report.axis_label('eval/qq'), 'eval/qq')
+            self.assertEqual(report.axis_label(['eval/qq/a', 'eval/qq/b']), 'eval/qq/…')
+
+    def test_plot_curves(self):
+        d = self.create_tempdir().full_path
+        groups = {'a': [(10, 0.5), (0.1, 0.9), (1, math.nan)], 'b': [(0, 0.2), (1, 0.4)]}
+        self.assertEqual(report.plot_curves(groups, os.path.join(d, 'c.png'), 'σ', 'acc', logx=True), 3)
+        self.assertTrue(os.path.getsize(os.path.join(d, 'c.png')) > 0)
+        self.assertEqual(report.plot_curves({'a': [(0, 1)]}, os.path.join(d, 'e.png'), 'x', 'y', logx=True), 0)
+        self.assertFalse(os.path.exists(os.path.join(d, 'e.png')))
+
+    def test_close_point_labels_are_stacked(self):
+        plt = report.pyplot()
+        fig, ax = plt.subplots()
+        ax.scatter([0, 0, 1], [0, 0, 1])
+        report._annotate(ax, [(0, 0, 'a'), (0, 0, 'b'), (1, 1, 'c')])  # pylint: disable=protected-access
+        fig.canvas.draw()
+        boxes = {t.get_text(): t.get_window_extent() for t in ax.texts}
+        self.assertFalse(boxes['a'].overlaps(boxes['b']))
+        self.assertEqual(np.asarray(ax.texts[2].xyann).tolist(), [4, 3])  # a lone point keeps the default offset
+        plt.close(fig)
 
 
 if __name__ == '__main__':
