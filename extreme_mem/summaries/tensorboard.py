@@ -152,7 +152,8 @@ def link_run(tensorboard_root: os.PathLike, name: str, run_dir: os.PathLike) -> 
     """Makes `<tensorboard_root>/<name>` a relative symlink to `<run_dir>/tensorboard`.
 
     The target may not exist yet (the run creates it). An existing link is replaced; an existing
-    directory of that name is left alone (logged).
+    directory of that name is left alone, and a filesystem without symlinks only loses the link
+    (both logged): TensorBoard views must never fail a sweep.
     """
     root = pathlib.Path(tensorboard_root)
     root.mkdir(parents=True, exist_ok=True)
@@ -166,8 +167,11 @@ def link_run(tensorboard_root: os.PathLike, name: str, run_dir: os.PathLike) -> 
         logging.warning('%s exists and is not a link; TensorBoard run %s not linked.', link, name)
         return link
     tmp = root / f'.{name}.link'
-    if tmp.is_symlink():
-        tmp.unlink()
-    os.symlink(target, tmp, target_is_directory=True)
-    os.replace(tmp, link)
+    try:
+        if tmp.is_symlink():
+            tmp.unlink()
+        os.symlink(target, tmp, target_is_directory=True)
+        os.replace(tmp, link)
+    except OSError as e:
+        logging.warning('TensorBoard run %s not linked (%s); view it with --logdir=%s.', name, e, logdir(run_dir))
     return link

@@ -211,7 +211,18 @@ class TensorBoardServerTest(testing.GinCleanMixin, tf.test.TestCase):
         try:
             expected_runs = {'width=4', 'width=4/train', 'width=4/test', 'width=16', 'width=16/train',
                              'width=16/test', 'report'}
-            runs = server.wait_for(lambda: set(server.get('/data/runs')) >= expected_runs and server.get('/data/runs'))
+            groups_request = {
+                'experimentName': '', 'startIndex': 0, 'sliceSize': 100, 'colParams': [],
+                'allowedStatuses': ['STATUS_UNKNOWN', 'STATUS_SUCCESS', 'STATUS_FAILURE', 'STATUS_RUNNING']}
+
+            def loaded():  # every run, both sessions' final metrics and the report's images are served
+                runs = server.get('/data/runs')
+                groups = server.get('/data/plugin/hparams/session_groups', groups_request)['sessionGroups']
+                return (set(runs) >= expected_runs and len(groups) == 2
+                        and all(len(g['metricValues']) >= 4 for g in groups)
+                        and 'report' in server.get('/data/plugin/images/tags') and runs)
+
+            runs = server.wait_for(loaded)
 
             # Scalars: every evaluation of both runs, as results.json recorded them.
             for name, record in records.items():
@@ -222,9 +233,7 @@ class TensorBoardServerTest(testing.GinCleanMixin, tf.test.TestCase):
                 np.testing.assert_allclose([p[2] for p in points], [v for _, v in expected], rtol=1e-6)
 
             # HParams: one session per run with its axis value, trainer knobs and final metrics.
-            groups = server.get('/data/plugin/hparams/session_groups', {
-                'experimentName': '', 'startIndex': 0, 'sliceSize': 100, 'colParams': [],
-                'allowedStatuses': ['STATUS_UNKNOWN', 'STATUS_SUCCESS', 'STATUS_FAILURE', 'STATUS_RUNNING']})
+            groups = server.get('/data/plugin/hparams/session_groups', groups_request)
             sessions = {g['sessions'][0]['name']: g for g in groups['sessionGroups']}
             self.assertEqual(set(sessions), set(records))
             experiment = server.get('/data/plugin/hparams/experiment', {'experimentName': ''})
