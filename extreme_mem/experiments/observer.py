@@ -4,6 +4,7 @@ The trainer never imports a metric or a writer; the experiment hands it this obs
 """
 
 from extreme_mem.metrics import base as metrics_base
+from extreme_mem.summaries import writers as writers_lib
 from extreme_mem.train import trainer as trainer_lib
 
 
@@ -28,7 +29,7 @@ class RunObserver(trainer_lib.Observer):
         self._suite.reset()
         if values:
             self._writers.write(values, step)
-            self._record.add(step, values)
+            self._record.add(step, writers_lib.scalars(values))
 
     def on_eval(self, step, results, evals):
         """Writes the trainer's evaluation and the plugins' evaluation-time tags; returns the latter."""
@@ -37,6 +38,6 @@ class RunObserver(trainer_lib.Observer):
         values = {**results, **extra}
         self._writers.write(values, step)
         self._writers.flush()
-        self._record.add(step, values)
+        self._record.add(step, writers_lib.scalars(values))
         self._record.save()
-        return extra
+        return writers_lib.scalars(extra)

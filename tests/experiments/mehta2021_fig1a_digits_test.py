@@ -33,10 +33,11 @@ class Fig1aDigitsTest(testing.GinCleanMixin, tf.test.TestCase):
                 self.assertGreaterEqual(sin['test acc'], 0.9, sin)
         drops = summary['test_accuracy_drop']
         self.assertLess(drops['relu']['drop'], 0.5 * drops['sin']['drop'])  # ReLU loses far less
-        self.assertGreater(summary['spearman']['rep_alignment_hidden']['sin']['rho'], 0)
+        # 3 σ per variant are too few for a rank correlation (n >= 5); pooled over both variants n = 6.
+        self.assertGreater(summary['spearman']['rep_alignment_hidden']['all runs']['rho'], 0)
         report = open(os.path.join(workdir, 'report.md')).read()
-        self.assertIn('`rep_alignment_hidden`, sin: Spearman ρ =', report)
-        self.assertIn('`grad_alignment_hidden`, sin: Spearman ρ =', report)
+        self.assertIn('`rep_alignment_hidden`, all runs: Spearman ρ =', report)
+        self.assertIn('`grad_alignment_hidden`, sin: too few runs', report)
         self.assertIn('**relu** loses far less test accuracy than **sin**', report)
         self.assertTrue(os.path.exists(os.path.join(workdir, 'figures', 'test_accuracy_sin.png')))
 
