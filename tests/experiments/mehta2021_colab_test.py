@@ -39,7 +39,7 @@ class ColabTest(absltest.TestCase):
         images = [o for o in outputs if 'image/png' in o.get('data', {})]
         self.assertGreaterEqual(len(images), 4)  # 2 variants of panels, Fig. 1b, Fig. 3
         text = ' '.join(str(o.get('data', {}).get('text/markdown', '')) + str(o.get('text', '')) for o in outputs)
-        self.assertIn('7 runs in', text)
+        self.assertIn('11 runs in', text)  # 5 σ × 2 variants + the failed run
         self.assertIn('| failed_run |  | — | failed |', text)
         self.assertIn('other runs: undefined', text)
         self.assertIn('Spearman ρ', text)
