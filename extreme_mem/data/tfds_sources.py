@@ -4,8 +4,9 @@ Each reads an already prepared tfds dataset from `data_dir` with `download=False
 (`builder.as_dataset`, never `download_and_prepare`), so a missing dataset fails in well under a
 second with `DatasetNotPreparedError` saying how to prepare it, instead of tfds' minutes of
 network retries. Prepare a dataset on a machine with network and copy the directory over:
-  tfds build cifar10 --data_dir=/data/tensorflow_datasets
-then point the sources at it.
+  python -c "import tensorflow_datasets as tfds; tfds.builder('cifar10', data_dir='/data/tfds').download_and_prepare()"
+(the `tfds build` command line does the same but needs `pip install apache-beam`), then point
+the sources at it.
 
 Gin bindings (module `data`); `data.TfdsSource.<arg>` applies to all five sources,
 `data.<Source>.<arg>` to one (`Cifar10`, `Cifar100`, `SvhnCropped`, `Mnist`, `FashionMnist`):
@@ -77,7 +78,8 @@ class TfdsSource(array_source.ArraySource):
         return DatasetNotPreparedError(
             f'tfds dataset {self.name!r} is not prepared in {where} (looked for {builder.data_dir}), and this source '
             f'never downloads. Prepare it on a machine with network:\n'
-            f'  tfds build {self.name} --data_dir=/path/to/tensorflow_datasets\n'
+            f'  python -c "import tensorflow_datasets as tfds; '
+            f'tfds.builder(\'{self.name}\', data_dir=\'/path/to/tensorflow_datasets\').download_and_prepare()"\n'
             f'copy that directory here, and point the source at it:\n'
             f'  --gin_param="data.TfdsSource.data_dir=\'/path/to/tensorflow_datasets\'"   (all tfds sources)\n'
             f'  --gin_param="data.{cls}.data_dir=\'/path/to/tensorflow_datasets\'"   (this one)\n'

@@ -74,7 +74,7 @@ class TfdsSourcesTest(tf.test.TestCase, parameterized.TestCase):
         message = str(cm.exception)
         self.assertIsInstance(cm.exception, FileNotFoundError)
         self.assertIsInstance(cm.exception, base.DataError)
-        self.assertIn('tfds build cifar10 --data_dir=', message)
+        self.assertIn("tfds.builder('cifar10', data_dir='/path/to/tensorflow_datasets').download_and_prepare()", message)
         self.assertIn(data_dir, message)
         self.assertIn("data.TfdsSource.data_dir=", message)
         self.assertIn("data.Cifar10.data_dir=", message)
