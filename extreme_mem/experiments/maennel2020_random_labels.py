@@ -41,7 +41,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from extreme_mem import registry
+from extreme_mem import config, registry
 from extreme_mem.experiments import sweep as sweep_lib
 from extreme_mem.experiments import sweep_experiment
 from extreme_mem.experiments import workdir_lock
@@ -90,7 +90,8 @@ def transferred(
       num_layers: kernel layers to transfer (None: the arm's default), or conv layers for
         'data_covariance'.
       norm: 'l2', 'l1' or None (no re-scaling; ResNets).
-      dataset: name in `registry.DATASETS` whose training images feed 'data_covariance'.
+      dataset: name in `registry.DATASETS` whose training images feed 'data_covariance' (None:
+        the run's `experiments.Experiment.dataset`).
       taus, eigen_mode: see `transfer.data_covariance_init`.
       seed: the run seed.
     """
@@ -102,8 +103,7 @@ def transferred(
     if arm == 'scratch':
         return fresh
     if arm == 'data_covariance':
-        if not dataset:
-            raise ValueError('arm data_covariance needs models.transferred.dataset (the training images).')
+        dataset = dataset or _bound_dataset()
         images = registry.DATASETS.get(dataset)().load(seed=base_seed).train.images
         names = transfer.data_covariance_init(fresh, images, int(num_layers or 0), taus, eigen_mode, seed=base_seed)
         logging.info('Data-covariance init of %s.', names)
@@ -118,6 +118,14 @@ def transferred(
     logging.info('Arm %s from %s: transferred %s, re-scale factors %s.', arm, path, info['transferred'],
                  {k: round(v, 4) for k, v in info['rescale_factors'].items()})
     return fresh
+
+
+def _bound_dataset() -> str:
+    """The dataset name bound to `experiments.Experiment.dataset` (the single run's default if unbound)."""
+    try:
+        return str(gin.query_parameter('experiments.Experiment.dataset'))
+    except ValueError:
+        return 'digits'
 
 
 def checkpoint_variables(run_dir: os.PathLike) -> list:
@@ -186,6 +194,8 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         runs; fsigma_second_width the second hidden layer (256 in appendix E.1).
       fsigma_bindings: extra bindings of the f(σ) runs; fsigma_steps_factor as for upstream.
       sparsity_runs: roles whose runs log `activation_sparsity` histograms to their directory.
+      max_group_examples: caps `NUM_EXAMPLES_UPSTREAM/DOWNSTREAM` values that variants, sweep or
+        random points bind (shrinks appendix-B files for smoke tests; None: no cap).
     """
 
     name = 'random_label_transfer'
@@ -200,7 +210,8 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
     smoke_bindings = (
         'NUM_EXAMPLES_UPSTREAM = 24', 'NUM_EXAMPLES_DOWNSTREAM = 24',
         'metrics.CovarianceAlignment.num_examples = 24', 'metrics.ActivationSparsity.num_examples = 16',
-        'experiments.RandomLabelTransfer.fsigma_seeds = [0]',
+        'experiments.RandomLabelTransfer.fsigma_seeds = [0]', 'experiments.RandomLabelTransfer.max_group_examples = 24',
+        'models.vgg16_d.width_multiplier = 0.125', 'models.resnet18_gn.width = 8', 'models.resnet18_gn.groups = 4',
         "experiments.RandomLabelTransfer.fsigma_bindings = {'data.GaussianCovariance.num_train': 64, "
         "'data.GaussianCovariance.num_test': 16}",
     )
@@ -232,6 +243,7 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         fsigma_steps_factor: float = 1.0,
         fsigma_second_width: int = 256,
         sparsity_runs: Sequence[str] = ('upstream', 'downstream'),
+        max_group_examples: Optional[int] = None,
         **kwargs,
     ):
         for arm in arms:
@@ -260,6 +272,7 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         self.fsigma_bindings = dict(fsigma_bindings or {})
         self.fsigma_second_width = int(fsigma_second_width)
         self.sparsity_runs = list(sparsity_runs)
+        self.max_group_examples = max_group_examples
         kwargs.setdefault('seeds', [0, 1, 2])
         super().__init__(workdir=workdir, seed=seed, **kwargs)
 
@@ -286,6 +299,9 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
                 label = ','.join(x for x in (str(variant), name) if x)
                 bindings = {**dict(variant_bindings or {}), **point}
                 knobs = {k: bindings.pop(k) for k in GROUP_KNOBS if k in bindings}
+                for k in ('NUM_EXAMPLES_UPSTREAM', 'NUM_EXAMPLES_DOWNSTREAM'):
+                    if self.max_group_examples and k in bindings:
+                        bindings[k] = min(int(bindings[k]), int(self.max_group_examples))
                 groups.append((label, {'variant': variant} if self.variants else {}, point, bindings, knobs))
         return groups
 
@@ -369,7 +385,6 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
                         "models.transferred.arm = 'data_covariance'",
                         f'models.transferred.base_model = {self.table1_model!r}',
                         f'models.transferred.num_layers = {k}',
-                        'models.transferred.dataset = %DATASET',
                         f'models.transferred.taus = {self.table1_taus!r}',
                         f'models.transferred.eigen_mode = {self.table1_mode!r}',
                     ] + self._bind(self.table1_bindings)
@@ -405,6 +420,8 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
     def run(self) -> dict:
         """Upstream, table1 and f(σ) runs first, then the downstream runs; then the report."""
         with workdir_lock.WorkdirLock(self.workdir):
+            # In-process runs re-parse gin for each run: keep this experiment's files and bindings.
+            self._parsed = config.parsed_files_and_bindings()
             first = [s for s in self._specs if s.values['role'] != 'downstream']
             second = [s for s in self._specs if s.values['role'] == 'downstream']
             logging.info('%s: %d runs, then %d downstream runs, into %s', self.figure or self.name, len(first),
@@ -418,6 +435,13 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         summary['ok'] = sweep_lib.all_ok(results)
         logging.info('%s: %s.', self.figure or self.name, summary['status_line'])
         return summary
+
+    def run_specs(self, specs) -> list:
+        """`SweepExperiment.run_specs` with the gin files and bindings this experiment was launched with."""
+        files, params = getattr(self, '_parsed', None) or config.parsed_files_and_bindings()
+        return sweep_lib.run_sweep(specs, self.workdir, gin_files=files, gin_params=params, seed=self.seed,
+                                   parallel=self.parallel, timeout=self.timeout, overwrite=self.overwrite,
+                                   in_process=self.in_process)
 
     # ---- summary --------------------------------------------------------------------------------
 
@@ -635,7 +659,8 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
             ax.set_xlabel('downstream training steps')
             ax.set_ylabel('training accuracy (whole training set)')
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
             written.append(self._save(fig, figdir / 'fig5_transfer_curves.png',
                                       'Fig. 5/6: downstream training accuracy per arm (mean ± std)'))
             scatter = self._auc_scatter(results)
@@ -705,9 +730,9 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
         kernel = kernels[0]
         k, channels = kernel.shape[0], kernel.shape[2]
         try:
-            data = registry.DATASETS.get(gin.query_parameter('%DATASET'))().load(seed=ups[0][0].seed or 0)
+            data = registry.DATASETS.get(_bound_dataset())().load(seed=ups[0][0].seed or 0)
             sigma_x = covariance.patch_covariance(data.train.images[:2000], k, 1, 'valid')
-        except (ValueError, KeyError, LookupError) as e:
+        except Exception as e:  # pylint: disable=broad-except  (an optional figure; the data may be absent)
             logging.warning('Fig. 3 skipped: %s', e)
             return []
         if sigma_x.shape[0] != k * k * channels:
