@@ -15,14 +15,13 @@ interval of the mean capacity (Student t, half-width; the paper's Fig. 3 error b
 
 import math
 import os
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 from absl import logging
 from scipy import stats as scipy_stats
 
 from extreme_mem.analysis import rewinding
-from extreme_mem.data import transforms
 from extreme_mem.geometry import embedding
 from extreme_mem.metrics import base as metrics_base
 from extreme_mem.metrics import manifold_geometry

@@ -135,7 +135,8 @@ class Spheres(array_source.ArraySource):
         if ambient_dim < subspace_dim:
             raise ValueError(f'ambient_dim ({ambient_dim}) must be >= subspace_dim ({subspace_dim}).')
         if train_per_class < 1 or test_per_class < 1:
-            raise ValueError(f'train_per_class and test_per_class must be >= 1, got {train_per_class}, {test_per_class}.')
+            raise ValueError(f'train_per_class and test_per_class must be >= 1, got {train_per_class}, '
+                             f'{test_per_class}.')
         if not radius > 0:
             raise ValueError(f'radius must be > 0, got {radius}.')
         self._num_classes = int(num_classes)

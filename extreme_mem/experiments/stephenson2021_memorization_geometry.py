@@ -62,7 +62,8 @@ class MemorizationGeometry(sweep_experiment.SweepExperiment):
     paper = ('Stephenson, Padhy, Ganesh, Hui, Tang & Chung (ICLR 2021), "On the geometry of generalization '
              'and memorization in deep neural networks"')
     default_panels = {'train_accuracy': ['train/accuracy'], 'test_accuracy': ['test/accuracy'],
-                      'permuted_accuracy': ['train/accuracy/permuted'], 'restored_accuracy': ['train/accuracy/restored']}
+                      'permuted_accuracy': ['train/accuracy/permuted'],
+                      'restored_accuracy': ['train/accuracy/restored']}
     panel_titles = {'train_accuracy': 'Train accuracy', 'test_accuracy': 'Test accuracy',
                     'permuted_accuracy': 'Permuted examples: accuracy on their random labels',
                     'restored_accuracy': 'Restored examples: accuracy on their true labels'}
@@ -73,7 +74,8 @@ class MemorizationGeometry(sweep_experiment.SweepExperiment):
                       'data.Spheres.ambient_dim = 64', 'data.Digits.image_size = 32', 'data.Digits.channels = 3',
                       'experiments.MemorizationGeometry.steps_per_epoch = 1',
                       'experiments.MemorizationGeometry.examples_per_class = 4',
-                      'experiments.MemorizationGeometry.n_t = 10', 'experiments.MemorizationGeometry.max_mftma_layers = 1',
+                      'experiments.MemorizationGeometry.n_t = 10',
+                      'experiments.MemorizationGeometry.max_mftma_layers = 1',
                       'experiments.MemorizationGeometry.embed_examples = 10', 'metrics.GradientSplit.max_examples = 32',
                       'metrics.GradientSplit.batch_size = 32',
                       'models.vgg16.width_multiplier = 0.125', 'models.alexnet.width_multiplier = 0.125',
@@ -186,7 +188,8 @@ class MemorizationGeometry(sweep_experiment.SweepExperiment):
         draws = [
             ('Fig. 2A: subset accuracy', 'subset_accuracy.png', lambda p, t: figures.subset_accuracy_curves(
                 records, self.steps_per_epoch, p, t)),
-            ('Fig. 2B: last-layer embedding', 'embedding.png', lambda p, t: figures.embedding_grid(self._embedding, p, t)),
+            ('Fig. 2B: last-layer embedding', 'embedding.png',
+             lambda p, t: figures.embedding_grid(self._embedding, p, t)),
             ('Fig. 3A: MFTMA at the best epoch', 'mftma_best.png', lambda p, t: figures.mgm_panels(s, 'best', p, t)),
             ('Fig. 3B: MFTMA at the final epoch (faded: best)', 'mftma_final.png',
              lambda p, t: figures.mgm_panels(s, 'final', p, t, faded_stage='best')),

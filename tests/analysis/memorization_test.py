@@ -82,7 +82,8 @@ class AnalyzeRunTest(tf.test.TestCase):
         record = {'history': [{'step': 0, 'test/accuracy': 0.1, 'train/accuracy/permuted': 0.05},
                               {'step': 5, 'test/accuracy': 0.3, 'train/accuracy/permuted': 0.2},
                               {'step': 10, 'test/accuracy': 0.2, 'train/accuracy/permuted': 0.9}]}
-        out = memorization.analyze_run(model, data, record, ckpt_dir, 5, dict(num_classes=10, examples_per_class=4, n_t=8),
+        mftma = dict(num_classes=10, examples_per_class=4, n_t=8)
+        out = memorization.analyze_run(model, data, record, ckpt_dir, 5, mftma,
                                        rewind=True, embed_examples=5, max_layers=1)
         self.assertEqual(out['steps'], {'init': 0, 'best': 5, 'final': 10})
         self.assertEqual(out['epochs'], {'init': 0.0, 'best': 1.0, 'final': 2.0})

@@ -39,7 +39,8 @@ def write_fake_results(workdir: str) -> None:
         history = []
         for epoch in range(9):
             entry = {'step': 10 * epoch, 'train/accuracy': min(1.0, 0.1 + 0.12 * epoch),
-                     'test/accuracy': 0.3 - 0.01 * abs(epoch - 2), 'train/accuracy/unpermuted': min(1.0, 0.2 + 0.15 * epoch),
+                     'test/accuracy': 0.3 - 0.01 * abs(epoch - 2),
+                     'train/accuracy/unpermuted': min(1.0, 0.2 + 0.15 * epoch),
                      'train/accuracy/permuted': min(1.0, 0.1 + 0.1 * max(epoch - 3, 0) ** 1.5),
                      'train/accuracy/restored': 0.25 - 0.02 * epoch}
             for layer in LAYERS + ['logits']:
