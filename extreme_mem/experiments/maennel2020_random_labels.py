@@ -640,7 +640,8 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
                 ax.set_title(labels)
                 ax.set_xlabel('training steps')
                 ax.grid(alpha=0.3)
-                ax.legend(fontsize=6)
+                if ax.get_legend_handles_labels()[0]:
+                    ax.legend(fontsize=6)
             axes[0].set_ylabel('misalignment M(Σ_x, Σ_w)')
             written.append(self._save(fig, figdir / 'fig2_misalignment.png', 'Fig. 2: misalignment during training'))
         down = [(s, r) for s, r in results if r and s.values['role'] == 'downstream']
