@@ -315,7 +315,7 @@ def _last_line(path: pathlib.Path) -> str:
 
 
 def run_in_process(spec, workdir, gin_files, gin_params, seed, overwrite) -> dict:
-    """Runs one spec as a `SingleRun` in this process (tests, debugging); restores nothing."""
+    """Runs one spec as a `SingleRun` in this process (tests, debugging); leaves the run's gin config."""
     import gin  # pylint: disable=g-import-not-at-top
     import keras  # pylint: disable=g-import-not-at-top
 
@@ -365,12 +365,18 @@ def run_sweep(
     link_tensorboard(workdir, specs)
     progress = _Progress(len(specs), 1 if in_process else parallel)
     if in_process:
+        import gin  # pylint: disable=g-import-not-at-top
+
         results = []
-        for spec in specs:
-            progress.start()
-            record = run_in_process(spec, workdir, gin_files, gin_params, seed, overwrite)
-            progress.done(spec, record)
-            results.append((spec, record))
+        try:
+            for spec in specs:
+                progress.start()
+                record = run_in_process(spec, workdir, gin_files, gin_params, seed, overwrite)
+                progress.done(spec, record)
+                results.append((spec, record))
+        finally:  # the caller's config again (each run replaced it with its own)
+            gin.clear_config()
+            config.parse_gin(gin_files, gin_params, finalize=False)
         return results
     _forward_signals()
 

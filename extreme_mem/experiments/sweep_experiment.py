@@ -109,6 +109,8 @@ class SweepExperiment(base.Experiment):
         self.parallel = parallel
         self.timeout = timeout
         self.in_process = bool(in_process)
+        # The gin files and bindings this experiment was launched with; every run starts from them.
+        self._launch_config = config.parsed_files_and_bindings()
         self._specs = self.specs()  # validates the axes now, before any run
 
     # ---- runs ---------------------------------------------------------------------------------
@@ -125,7 +127,7 @@ class SweepExperiment(base.Experiment):
 
     def run_specs(self, specs: Sequence[sweep_lib.RunSpec]) -> list:
         """Runs (or skips, or resumes) `specs`; returns `[(spec, record)]`."""
-        files, params = config.parsed_files_and_bindings()
+        files, params = self._launch_config
         return sweep_lib.run_sweep(specs, self.workdir, gin_files=files, gin_params=params, seed=self.seed,
                                    parallel=self.parallel, timeout=self.timeout, overwrite=self.overwrite,
                                    in_process=self.in_process)

@@ -46,6 +46,8 @@ class SweepExperimentTest(testing.GinCleanMixin, tf.test.TestCase):
         experiment = ToyWidthSweep(workdir=workdir, figure='Toy figure', sweep={'models.mlp.width': [4, 16]},
                                    in_process=True)
         summary = experiment.run()
+        self.assertEqual(gin.query_parameter('models.mlp.width'), 8)  # the sweep's own config is back
+        self.assertEqual(config.parsed_files_and_bindings(), ((), tuple(TINY)))
         self.assertTrue(summary['ok'])
         self.assertEqual(summary['status_line'], '2 done, 0 failed, 0 diverged')
         rows = json.load(open(os.path.join(workdir, 'report.json')))['runs']
