@@ -36,6 +36,8 @@ SMOKE = [
     'train.Trainer.stop_accuracy = None',
 ]
 DIGITS = ["experiments.Experiment.dataset = 'digits'", 'data.Digits.train_size = 64', 'data.Digits.test_size = 32']
+CI_FILES = ('gin/mehta2021/fig1a_sin_digits.gin', 'gin/mehta2021/fig5_architectures_digits.gin',
+            'gin/zhang2020/quick.gin', 'gin/stephenson2021/spheres_quick.gin', 'gin/maennel2020/quick.gin')
 TFDS_NAMES = set(getattr(tfds_sources, 'TFDS_NAMES', ())) | {
     'cifar10', 'cifar100', 'svhn_cropped', 'mnist', 'fashion_mnist', 'imagenet2012', 'tiny_imagenet'}
 
@@ -106,24 +108,37 @@ class GinFilesParseTest(testing.GinCleanMixin, tf.test.TestCase, parameterized.T
             gin.clear_config()
 
 
+def _smoke(test, path):
+    cls, bindings = smoke_bindings(path)
+    workdir = test.create_tempdir().full_path
+    config.parse_gin([path], bindings, finalize=False)
+    result = cls(workdir=workdir, seed=0).run()
+    if issubclass(cls, sweep_experiment.SweepExperiment):
+        test.assertTrue(result['ok'], result.get('status_line'))
+        test.assertTrue(os.path.exists(os.path.join(workdir, 'report.md')))
+        with open(os.path.join(workdir, 'report.json')) as f:
+            json.load(f, parse_constant=lambda c: test.fail(f'non-JSON constant {c}'))
+    else:
+        test.assertEqual(result['status'], 'done')
+
+
 @pytest.mark.slow
-@pytest.mark.ci
 class GinFilesSmokeTest(testing.GinCleanMixin, tf.test.TestCase, parameterized.TestCase):
-    """Every file: its experiment's runs train 2 steps and it writes its report (also in `make test`)."""
+    """Every file: its experiment's runs train 2 steps and it writes its report (`make test-all`)."""
 
     @parameterized.named_parameters(*NAMED_FILES)
     def test_two_steps(self, path):
-        cls, bindings = smoke_bindings(path)
-        workdir = self.create_tempdir().full_path
-        config.parse_gin([path], bindings, finalize=False)
-        result = cls(workdir=workdir, seed=0).run()
-        if issubclass(cls, sweep_experiment.SweepExperiment):
-            self.assertTrue(result['ok'], result.get('status_line'))
-            self.assertTrue(os.path.exists(os.path.join(workdir, 'report.md')))
-            with open(os.path.join(workdir, 'report.json')) as f:
-                json.load(f, parse_constant=lambda c: self.fail(f'non-JSON constant {c}'))
-        else:
-            self.assertEqual(result['status'], 'done')
+        _smoke(self, path)
+
+
+@pytest.mark.slow
+@pytest.mark.ci
+class QuickFilesSmokeTest(testing.GinCleanMixin, tf.test.TestCase, parameterized.TestCase):
+    """Each paper's quick file, 2 steps (the subset of `GinFilesSmokeTest` that `make test` runs)."""
+
+    @parameterized.named_parameters(*[(n, p) for n, p in NAMED_FILES if p in CI_FILES])
+    def test_two_steps(self, path):
+        _smoke(self, path)
 
 
 @pytest.mark.slow

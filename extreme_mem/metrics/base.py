@@ -11,14 +11,12 @@ import abc
 import dataclasses
 from typing import Any, Optional
 
-from absl import logging
 
 from extreme_mem.train import outputs as outputs_lib
 
 # What a plugin may ask the trainer for on the steps it runs (one set of names, owned by the trainer).
 Need = outputs_lib.Need
 NEEDS = Need.ALL
-_LEGACY_FULL_DATASET = 'full_dataset'  # nothing read it; dropped with a warning until plugins stop listing it
 
 
 class MetricPlugin(abc.ABC):
@@ -36,12 +34,7 @@ class MetricPlugin(abc.ABC):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        needs = frozenset(cls.needs)
-        if _LEGACY_FULL_DATASET in needs:  # evaluation-time plugins need nothing from a step
-            logging.warning('%s.needs lists the removed %r; evaluation-time plugins declare no needs.',
-                            cls.__name__, _LEGACY_FULL_DATASET)
-            needs -= {_LEGACY_FULL_DATASET}
-        cls.needs = outputs_lib.check_needs(needs, f'{cls.__name__}.needs')
+        cls.needs = outputs_lib.check_needs(frozenset(cls.needs), f'{cls.__name__}.needs')
         cls.wants_gram = Need.GRAM in cls.needs
 
     def __init__(self, every_n_steps: Optional[int] = None):

@@ -134,7 +134,7 @@ class LayerGradStatsPlugin(base.MetricPlugin):
             for layer, s in per_layer.items():
                 if s.gram is None:
                     raise ValueError(
-                        f'No Gram matrix for {layer!r}: build PerExampleGradients with compute_gram=True.')
+                        f'No Gram matrix for {layer!r}: declare `Need.GRAM` in the plugin needs.')
         return labels, per_layer
 
     def layer_values(self, s: stats.GradStats, labels: np.ndarray) -> dict[str, Optional[float]]:

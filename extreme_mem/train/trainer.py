@@ -581,7 +581,9 @@ class Trainer:
 
 
 def _correct(logits, labels):
-    """Number of argmax predictions equal to `labels`, as float32."""
+    """Number of argmax predictions equal to `labels`, as float32 (0 for regression targets)."""
+    if labels.dtype.is_floating or labels.shape.rank != 1:
+        return tf.constant(0.0)
     hits = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), tf.cast(labels, tf.int32))
     return tf.reduce_sum(tf.cast(hits, tf.float32))
 

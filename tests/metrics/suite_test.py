@@ -82,12 +82,10 @@ class NeedsContractTest(tf.test.TestCase):
         self.assertTrue(G.wants_gram)
         self.assertFalse(gradient_alignment.GradientAlignment.wants_gram)
 
-    def test_removed_full_dataset_is_dropped(self):
-        with self.assertLogs('absl', level='WARNING'):
-            class Legacy(base.MetricPlugin):
+    def test_removed_full_dataset_is_refused(self):
+        with self.assertRaisesRegex(ValueError, r"Legacy.needs has unknown entries \['full_dataset'\]"):
+            class Legacy(base.MetricPlugin):  # pylint: disable=unused-variable
                 needs = frozenset({'full_dataset'})
-
-        self.assertEqual(Legacy.needs, frozenset())
 
     def test_every_n_steps_validated(self):
         for bad in (0, -1, True, 2.0):
