@@ -206,7 +206,7 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
     }
     panel_titles = {'train_accuracy': 'Training accuracy (whole training set)', 'test_accuracy': 'Test accuracy'}
     default_quantities = {}
-    # Shrinks every gin file of gin/maennel2020/ for the 2-step smoke test (tests/gin_configs_test.py).
+    # Shrinks every gin file of gin/maennel2020/ for the 2-step smoke test (tests/gin_files_test.py).
     smoke_bindings = (
         'NUM_EXAMPLES_UPSTREAM = 24', 'NUM_EXAMPLES_DOWNSTREAM = 24',
         'metrics.CovarianceAlignment.num_examples = 24', 'metrics.ActivationSparsity.num_examples = 16',

@@ -169,18 +169,9 @@ class ExtremeMemorization(sweep_experiment.SweepExperiment):
                     else:
                         lines.append(f'- **{v}** loses at least as much test accuracy as **{first}**: '
                                      f'drop {d["drop"]:.3f} vs {a["drop"]:.3f}.')
-                lines += ['', self._pivot(summary['runs'])]
+                lines += ['', self.pivot_table(summary['runs'], 'test acc')]
             lines.append('')
         return lines
-
-    def _pivot(self, rows: Sequence[dict]) -> str:
-        """Final test accuracy per grid point (rows) and variant (columns)."""
-        axis_cols = [self.labels.get(k, k.split('.')[-1]) for k in sweep_experiment.sweep_keys(self.sweep)]
-        table: dict = {}
-        for r in rows:
-            key = tuple(r.get(c) for c in axis_cols)
-            table.setdefault(key, {c: r.get(c) for c in axis_cols})[f'test acc: {r.get("variant")}'] = r['test acc']
-        return report_lib.markdown_table(list(table.values()), axis_cols + [f'test acc: {v}' for v in self.variants])
 
     def extra_figures(self, results: Sequence, figdir: pathlib.Path) -> list:
         """Fig. 1b (best test accuracy against each final Ω, one colour per variant) and the final
@@ -198,31 +189,8 @@ class ExtremeMemorization(sweep_experiment.SweepExperiment):
             title = '\n'.join([f'Best test accuracy vs {xlabel} (Fig. 1b)'] + subtitle)
             if report_lib.plot_scatter(scatter, path, xlabel=xlabel, ylabel='best test accuracy', title=title):
                 written.append((f'Best test accuracy vs {xlabel} (Fig. 1b)', path))
-        written += self._accuracy_vs_sigma(results, figdir, subtitle)
-        return written
-
-    def _accuracy_vs_sigma(self, results: Sequence, figdir: pathlib.Path, subtitle: list) -> list:
-        """Final test accuracy against σ (log axis), one line per variant (and other axis values);
-        the mean over seeds. Nothing when σ is not swept."""
-        points: dict = {}
-        for spec, record in results:
-            sigma = spec.values.get(SIGMA)
-            if not isinstance(sigma, (int, float)) or isinstance(sigma, bool):
-                continue
-            others = {k: v for k, v in spec.values.items() if k not in (SIGMA, 'seed', 'variant')}
-            group = ', '.join([str(spec.values.get('variant', ''))] * bool(spec.values.get('variant'))
-                              + [f'{self.labels.get(k, k.split(".")[-1])} = {v}' for k, v in others.items()])
-            points.setdefault(group, {}).setdefault(float(sigma), []).append(
-                report_lib.last_value(record, 'test/accuracy'))
-        if sum(len(p) for p in points.values()) < 2:
-            return []
-        curves = {g: [(x, np.nanmean(ys) if np.isfinite(ys).any() else math.nan) for x, ys in p.items()]
-                  for g, p in points.items()}
-        sigmas = [x for p in points.values() for x in p]
-        path = figdir / 'final_test_accuracy_vs_sigma.png'
         label = 'Final test accuracy vs initialization scale σ'
-        if report_lib.plot_curves(curves, path, xlabel='σ (initialization scale of the first layer)',
-                                  ylabel='final test accuracy', title='\n'.join([label] + subtitle),
-                                  logx=min(sigmas) > 0 and max(sigmas) / min(sigmas) >= 10):
-            return [(label, path)]
-        return []
+        written += self.final_vs_axis_figure(results, figdir / 'final_test_accuracy_vs_sigma.png', SIGMA, 'test/accuracy',
+                                             xlabel='σ (initialization scale of the first layer)',
+                                             ylabel='final test accuracy', title='\n'.join([label] + subtitle))
+        return written

@@ -69,7 +69,7 @@ class MemorizationGeometry(sweep_experiment.SweepExperiment):
                     'restored_accuracy': 'Restored examples: accuracy on their true labels'}
     default_quantities = {'permuted acc': ['train/accuracy/permuted'], 'restored acc': ['train/accuracy/restored']}
     axis_labels = {'models.resnet18.width_multiplier': 'width'}
-    # Shrinks the 2-step smoke test of every gin file (tests/gin_configs_test.py).
+    # Shrinks the 2-step smoke test of every gin file (tests/gin_files_test.py).
     smoke_bindings = ('data.Spheres.train_per_class = 20', 'data.Spheres.test_per_class = 10',
                       'data.Spheres.ambient_dim = 64', 'data.Digits.image_size = 32', 'data.Digits.channels = 3',
                       'experiments.MemorizationGeometry.steps_per_epoch = 1',

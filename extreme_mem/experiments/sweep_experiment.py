@@ -191,6 +191,44 @@ class SweepExperiment(base.Experiment):
         del results, figdir
         return []
 
+    # ---- helpers for paper hooks --------------------------------------------------------------
+
+    def pivot_table(self, rows: Sequence[dict], column: str) -> str:
+        """Markdown table of `column` per grid point (rows) and variant (columns)."""
+        axis_cols = [self.labels.get(k, k.split('.')[-1]) for k in sweep_keys(self.sweep)]
+        table: dict = {}
+        for r in rows:
+            key = tuple(r.get(c) for c in axis_cols)
+            table.setdefault(key, {c: r.get(c) for c in axis_cols})[f'{column}: {r.get("variant")}'] = r[column]
+        return report_lib.markdown_table(list(table.values()), axis_cols + [f'{column}: {v}' for v in self.variants])
+
+    def final_vs_axis_figure(self, results: Results, path: pathlib.Path, axis_key: str, tag: str,
+                             xlabel: str, ylabel: str, title: str) -> list:
+        """The final value of `tag` against the sweep axis `axis_key`, one line per variant (and
+        other axis values), the mean over seeds; a log x axis when the values span a decade.
+
+        Returns:
+          `[(title's first line, path)]`, or [] when fewer than 2 points have the axis.
+        """
+        points: dict = {}
+        for spec, record in results:
+            x = spec.values.get(axis_key)
+            if not isinstance(x, (int, float)) or isinstance(x, bool):
+                continue
+            others = {k: v for k, v in spec.values.items() if k not in (axis_key, 'seed', 'variant')}
+            group = ', '.join([str(spec.values.get('variant', ''))] * bool(spec.values.get('variant'))
+                              + [f'{self.labels.get(k, k.split(".")[-1])} = {v}' for k, v in others.items()])
+            points.setdefault(group, {}).setdefault(float(x), []).append(report_lib.last_value(record, tag))
+        if sum(len(p) for p in points.values()) < 2:
+            return []
+        curves = {g: [(x, np.nanmean(ys) if np.isfinite(ys).any() else math.nan) for x, ys in p.items()]
+                  for g, p in points.items()}
+        xs = [x for p in points.values() for x in p]
+        if report_lib.plot_curves(curves, path, xlabel=xlabel, ylabel=ylabel, title=title,
+                                  logx=min(xs) > 0 and max(xs) / min(xs) >= 10):
+            return [(title.split('\n')[0], path)]
+        return []
+
     # ---- report -------------------------------------------------------------------------------
 
     def split_by_variant(self) -> bool:

@@ -78,7 +78,7 @@ class IdentityCrisis(sweep_experiment.SweepExperiment):
     panel_titles = {'train_loss': 'Training MSE', 'identity_0': 'Correlation with identity, ρ = 0',
                     'constant_0': 'Correlation with constant, ρ = 0'}
     log_panels = ('train_loss',)
-    # What tests/gin_configs_test.py adds to its 2-step runs of gin/zhang2020/*.gin.
+    # What tests/gin_files_test.py adds to its 2-step runs of gin/zhang2020/*.gin.
     smoke_bindings = ('experiments.IdentityCrisis.depth_cap = 2', 'CHANNELS = 4', 'models.identity_fcn.width = 16',
                       'metrics.IdentityCorrelation.num_per_rho = 2',
                       'experiments.IdentityCrisis.info_examples = (6, 6)',
