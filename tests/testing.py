@@ -70,3 +70,26 @@ class GinCleanMixin:
         gin.clear_config(clear_constants=True)
         gin.exit_interactive_mode()
         super().tearDown()
+
+
+def set_notebook_parameters(nb, **params) -> None:
+    """Replaces the source of the notebook cell tagged `parameters` (as papermill does)."""
+    cells = [c for c in nb.cells if 'parameters' in c.get('metadata', {}).get('tags', [])]
+    if len(cells) != 1:
+        raise ValueError(f'Expected one cell tagged "parameters", found {len(cells)}.')
+    cells[0].source = '\n'.join(f'{k} = {v!r}' for k, v in params.items())
+
+
+def run_notebook(path: str, timeout: int = 180, **params) -> list:
+    """Executes the notebook at `path` headless (its folder as working directory) with its
+    `parameters` cell replaced by `params`; returns every code cell's outputs, in order."""
+    import os  # pylint: disable=g-import-not-at-top
+
+    import nbformat  # pylint: disable=g-import-not-at-top
+    from nbclient import NotebookClient  # pylint: disable=g-import-not-at-top
+
+    nb = nbformat.read(path, as_version=4)
+    set_notebook_parameters(nb, **params)
+    NotebookClient(nb, timeout=timeout, kernel_name='python3',
+                   resources={'metadata': {'path': os.path.dirname(os.path.abspath(path))}}).execute()
+    return [o for c in nb.cells if c.cell_type == 'code' for o in c.get('outputs', [])]

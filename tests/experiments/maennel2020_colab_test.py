@@ -5,20 +5,12 @@ import os
 import nbformat
 import numpy as np
 from absl.testing import absltest
-from nbclient import NotebookClient
 
+from tests import testing
 from tests.experiments import maennel2020_random_labels_test as fakes
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOTEBOOK = os.path.join(REPO, 'colabs', 'maennel2020_random_labels.ipynb')
-
-
-def set_parameters(nb, **params) -> None:
-    """Replaces the source of the cell tagged `parameters` (as papermill does)."""
-    cells = [c for c in nb.cells if 'parameters' in c.get('metadata', {}).get('tags', [])]
-    if len(cells) != 1:
-        raise ValueError(f'Expected one cell tagged "parameters", found {len(cells)}.')
-    cells[0].source = '\n'.join(f'{k} = {v!r}' for k, v in params.items())
 
 
 class ColabTest(absltest.TestCase):
@@ -31,12 +23,7 @@ class ColabTest(absltest.TestCase):
         for step in (0, 20):
             np.savez(os.path.join(arrays, f'step_{step}.npz'), **{'fc/neuron_rates': np.linspace(0, 1, 8),
                                                                   'fc/example_rates': np.full(5, 0.3)})
-        nb = nbformat.read(NOTEBOOK, as_version=4)
-        set_parameters(nb, RESULTS_DIR=workdir, INSTALL=False, REPO_DIR=REPO)
-        client = NotebookClient(nb, timeout=180, kernel_name='python3',
-                                resources={'metadata': {'path': os.path.join(REPO, 'colabs')}})
-        client.execute()
-        outputs = [o for c in nb.cells if c.cell_type == 'code' for o in c.get('outputs', [])]
+        outputs = testing.run_notebook(NOTEBOOK, timeout=180, RESULTS_DIR=workdir, INSTALL=False, REPO_DIR=REPO)
         self.assertEmpty([o for o in outputs if o.get('output_type') == 'error'])
         images = [o for o in outputs if 'image/png' in o.get('data', {})]
         self.assertGreaterEqual(len(images), 5)  # Fig. 2, Fig. 5, Fig. 4, two activation figures

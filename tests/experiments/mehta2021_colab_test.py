@@ -4,20 +4,12 @@ import os
 
 import nbformat
 from absl.testing import absltest
-from nbclient import NotebookClient
 
+from tests import testing
 from tests.experiments import mehta2021_extreme_memorization_test as fakes
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NOTEBOOK = os.path.join(REPO, 'colabs', 'mehta2021_extreme_memorization.ipynb')
-
-
-def set_parameters(nb, **params) -> None:
-    """Replaces the source of the cell tagged `parameters` (as papermill does)."""
-    cells = [c for c in nb.cells if 'parameters' in c.get('metadata', {}).get('tags', [])]
-    if len(cells) != 1:
-        raise ValueError(f'Expected one cell tagged "parameters", found {len(cells)}.')
-    cells[0].source = '\n'.join(f'{k} = {v!r}' for k, v in params.items())
 
 
 class ColabTest(absltest.TestCase):
@@ -29,12 +21,7 @@ class ColabTest(absltest.TestCase):
         os.makedirs(os.path.join(workdir, 'runs', 'failed_run'))
         with open(os.path.join(workdir, 'runs', 'failed_run', 'results.json'), 'w') as f:
             f.write('{"status": "failed", "final": {}, "history": []}')
-        nb = nbformat.read(NOTEBOOK, as_version=4)
-        set_parameters(nb, RESULTS_DIR=workdir, INSTALL=False, REPO_DIR=REPO)
-        client = NotebookClient(nb, timeout=120, kernel_name='python3',
-                                resources={'metadata': {'path': os.path.join(REPO, 'colabs')}})
-        client.execute()
-        outputs = [o for c in nb.cells if c.cell_type == 'code' for o in c.get('outputs', [])]
+        outputs = testing.run_notebook(NOTEBOOK, timeout=120, RESULTS_DIR=workdir, INSTALL=False, REPO_DIR=REPO)
         self.assertEmpty([o for o in outputs if o.get('output_type') == 'error'])
         images = [o for o in outputs if 'image/png' in o.get('data', {})]
         self.assertGreaterEqual(len(images), 4)  # 2 variants of panels, Fig. 1b, Fig. 3

@@ -4,9 +4,8 @@ import os
 
 import nbformat
 from absl.testing import absltest
-from nbclient import NotebookClient
 
-from tests.experiments import mehta2021_colab_test
+from tests import testing
 from tests.experiments import stephenson2021_memorization_geometry_test as fakes
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -18,12 +17,7 @@ class ColabTest(absltest.TestCase):
     def test_executes_on_fake_results(self):
         workdir = self.create_tempdir().full_path
         fakes.write_fake_results(workdir)
-        nb = nbformat.read(NOTEBOOK, as_version=4)
-        mehta2021_colab_test.set_parameters(nb, RESULTS_DIR=workdir, INSTALL=False, REPO_DIR=REPO)
-        client = NotebookClient(nb, timeout=180, kernel_name='python3',
-                                resources={'metadata': {'path': os.path.join(REPO, 'colabs')}})
-        client.execute()
-        outputs = [o for c in nb.cells if c.cell_type == 'code' for o in c.get('outputs', [])]
+        outputs = testing.run_notebook(NOTEBOOK, timeout=180, RESULTS_DIR=workdir, INSTALL=False, REPO_DIR=REPO)
         self.assertEmpty([o for o in outputs if o.get('output_type') == 'error'])
         images = [o for o in outputs if 'image/png' in o.get('data', {})]
         self.assertGreaterEqual(len(images), 5)  # subset accuracy, MFTMA best and final, rewinding, gradients
