@@ -41,10 +41,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from extreme_mem import config, registry
+from extreme_mem import registry
 from extreme_mem.experiments import sweep as sweep_lib
 from extreme_mem.experiments import sweep_experiment
-from extreme_mem.experiments import workdir_lock
 from extreme_mem.geometry import covariance
 from extreme_mem.metrics import activation_sparsity
 from extreme_mem.models import transfer
@@ -417,31 +416,15 @@ class RandomLabelTransfer(sweep_experiment.SweepExperiment):
                              'fsigma_widths.')
         return specs
 
-    def run(self) -> dict:
-        """Upstream, table1 and f(σ) runs first, then the downstream runs; then the report."""
-        with workdir_lock.WorkdirLock(self.workdir):
-            # In-process runs re-parse gin for each run: keep this experiment's files and bindings.
-            self._parsed = config.parsed_files_and_bindings()
-            first = [s for s in self._specs if s.values['role'] != 'downstream']
-            second = [s for s in self._specs if s.values['role'] == 'downstream']
-            logging.info('%s: %d runs, then %d downstream runs, into %s', self.figure or self.name, len(first),
-                         len(second), self.workdir)
-            by_name = dict((s.name, r) for s, r in self.run_specs(first))
-            by_name.update((s.name, r) for s, r in self.run_specs(second) if second)
-            results = [(s, by_name.get(s.name)) for s in self._specs]
-            sweep_lib.aggregate(results, self.workdir)
-            summary = self.write_report(results)
-        summary['status_line'] = sweep_lib.status_line(results)
-        summary['ok'] = sweep_lib.all_ok(results)
-        logging.info('%s: %s.', self.figure or self.name, summary['status_line'])
-        return summary
-
-    def run_specs(self, specs) -> list:
-        """`SweepExperiment.run_specs` with the gin files and bindings this experiment was launched with."""
-        files, params = getattr(self, '_parsed', None) or config.parsed_files_and_bindings()
-        return sweep_lib.run_sweep(specs, self.workdir, gin_files=files, gin_params=params, seed=self.seed,
-                                   parallel=self.parallel, timeout=self.timeout, overwrite=self.overwrite,
-                                   in_process=self.in_process)
+    def run_all(self, specs) -> list:
+        """Upstream, table1 and f(σ) runs first, then the downstream runs (they start from upstream weights)."""
+        first = [s for s in specs if s.values['role'] != 'downstream']
+        second = [s for s in specs if s.values['role'] == 'downstream']
+        logging.info('%s: %d runs, then %d downstream runs, into %s', self.figure or self.name, len(first),
+                     len(second), self.workdir)
+        by_name = {s.name: r for s, r in self.run_specs(first)}
+        by_name.update({s.name: r for s, r in self.run_specs(second)} if second else {})
+        return [(s, by_name.get(s.name)) for s in specs]
 
     # ---- summary --------------------------------------------------------------------------------
 

@@ -132,11 +132,16 @@ class SweepExperiment(base.Experiment):
                                    parallel=self.parallel, timeout=self.timeout, overwrite=self.overwrite,
                                    in_process=self.in_process)
 
+    def run_all(self, specs: Sequence[sweep_lib.RunSpec]) -> list:
+        """[Optional] Runs every spec with one `run_specs` call; a paper whose runs start from other
+        runs' weights (e.g. downstream after upstream) runs them in stages here."""
+        return self.run_specs(specs)
+
     def run(self) -> dict:
         """Runs every spec, then writes the report; returns the summary (report.json content)."""
         with workdir_lock.WorkdirLock(self.workdir):
             logging.info('%s: %d runs into %s', self.figure or self.name, len(self._specs), self.workdir)
-            results = self.run_specs(self._specs)
+            results = self.run_all(self._specs)
             sweep_lib.aggregate(results, self.workdir)
             summary = self.write_report(results)
         summary['status_line'] = sweep_lib.status_line(results)
