@@ -13,6 +13,7 @@ from absl.testing import parameterized
 from extreme_mem import registry
 from extreme_mem.data import base
 from extreme_mem.data import tfds_sources
+from tests import testing
 
 _EXPECTED = {  # name: (class, image shape, classes)
     'cifar10': (tfds_sources.Cifar10, (32, 32, 3), 10),
@@ -23,15 +24,7 @@ _EXPECTED = {  # name: (class, image shape, classes)
 }
 
 
-class TfdsSourcesTest(tf.test.TestCase, parameterized.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        gin.clear_config()
-
-    def tearDown(self):
-        gin.clear_config()
-        super().tearDown()
+class TfdsSourcesTest(testing.GinCleanMixin, tf.test.TestCase, parameterized.TestCase):
 
     @parameterized.parameters(*_EXPECTED)
     def test_mocked_load(self, name):

@@ -1,37 +1,15 @@
-"""Every gin/maennel2020 file parses with each of its runs' bindings, and its runs are the figure's."""
-
-import glob
-import os
+"""gin/maennel2020 files define the runs their figures need (tests/gin_files_test.py parses every
+file with every run's bindings)."""
 
 import gin
-from absl.testing import absltest, parameterized
+from absl.testing import absltest
 
 from extreme_mem import config
 from extreme_mem.experiments import maennel2020_random_labels as maennel
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FILES = sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, 'gin', 'maennel2020', '*.gin')))
+from tests import testing
 
 
-class GinTest(parameterized.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        gin.clear_config()
-
-    def tearDown(self):
-        gin.clear_config()
-        super().tearDown()
-
-    @parameterized.parameters(*FILES)
-    def test_parses_with_every_run_binding(self, path):
-        config.parse_gin([path], finalize=False)
-        specs = maennel.RandomLabelTransfer(workdir=self.create_tempdir().full_path).specs()
-        self.assertNotEmpty(specs)
-        gin.clear_config()
-        for spec in specs[:40]:
-            config.parse_gin([path], spec.bindings, finalize=False)
-            gin.clear_config()
+class GinTest(testing.GinCleanMixin, absltest.TestCase):
 
     def test_quick_has_the_acceptance_runs(self):
         config.parse_gin(['gin/maennel2020/quick.gin'], finalize=False)

@@ -14,6 +14,7 @@ import tensorflow as tf
 from extreme_mem import config, registry
 from extreme_mem.experiments import zhang2020_identity_crisis as zc
 from extreme_mem.metrics import identity_correlation as ic
+from tests import testing
 
 FAKE_ARCHITECTURES = {'linear': [1], 'cnn': [1, 3], 'fcn': [2]}
 
@@ -48,15 +49,7 @@ def write_fake_sweep(workdir: str) -> dict:
         return json.load(f)
 
 
-class IdentityCrisisTest(tf.test.TestCase):
-
-    def setUp(self):
-        super().setUp()
-        gin.clear_config()
-
-    def tearDown(self):
-        gin.clear_config()
-        super().tearDown()
+class IdentityCrisisTest(testing.GinCleanMixin, tf.test.TestCase):
 
     def test_specs_per_architecture_and_depth(self):
         experiment = zc.IdentityCrisis(workdir=self.create_tempdir().full_path, train_class=7, train_index=3,
